@@ -1,0 +1,1 @@
+"""Serial protocols and drivers (base MCU, GPS NMEA, IMU) and their device simulators."""

@@ -1,0 +1,1 @@
+"""Loading and running models from local files (ONNX Runtime, llama.cpp)."""

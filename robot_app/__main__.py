@@ -1,0 +1,5 @@
+import sys
+
+from robot_app.cli import main
+
+sys.exit(main())

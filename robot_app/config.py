@@ -1,0 +1,205 @@
+"""Typed configuration: one TOML file, every key with a default, validated at start.
+
+The robot reads ``/etc/robot-app/config.toml``; any command takes ``--config PATH`` instead. A missing
+file means "all defaults". Unknown sections or keys, wrong types and out-of-range values raise
+:class:`ConfigError` naming the file and the dotted key, so a typo never silently becomes a default.
+
+Each section is a frozen dataclass below; a field's ``metadata`` may give ``min``/``max`` (inclusive
+bounds) and ``choices``. Nothing here is read at import time: ``main()`` calls :func:`load_config`
+and passes the result down.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on the robot's Python 3.10
+    import tomli as tomllib
+
+DEFAULT_CONFIG_PATH = Path("/etc/robot-app/config.toml")
+
+
+class ConfigError(ValueError):
+    """A configuration file is unreadable, has an unknown key, or a value of the wrong type or range."""
+
+
+def _opt(default: Any, *, min: float | None = None, max: float | None = None,
+         choices: tuple | None = None, doc: str = "") -> Any:
+    meta = {"min": min, "max": max, "choices": choices, "doc": doc}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class PathsConfig:
+    """Where the app keeps its files on the robot."""
+
+    models_dir: str = _opt("/var/lib/robot-app/models", doc="ONNX/GGUF models and their JSON sidecars")
+    maps_dir: str = _opt("/var/lib/robot-app/maps", doc="topological map files (SQLite)")
+    logs_dir: str = _opt("/var/lib/robot-app/logs", doc="traversal logs recorded while driving")
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    """LM-Nav walk search (LM-Nav Sec. 4.4, Alg. 1)."""
+
+    planner: str = _opt("lmnav", choices=("lmnav", "max-likelihood"))
+    alpha: float = _opt(0.05, min=0.0, doc="weight per VNM time step against grounding log-probabilities")
+    logit_scale: float = _opt(100.0, min=0.0, doc="CLIP logit scale applied to cosine similarities")
+    normalise: str = _opt("nodes", choices=("nodes", "landmarks"),
+                          doc="softmax over the map's nodes per landmark (paper's P(i|t)) or over landmarks")
+
+
+@dataclass(frozen=True)
+class RobotConfig:
+    """Jackal kinematics and limits (jackal_description / jackal_control, see JACKAL_PROTOCOL.md)."""
+
+    wheel_radius_m: float = _opt(0.098, min=0.01, max=1.0)
+    wheel_separation_m: float = _opt(0.563, min=0.05, max=3.0,
+                                     doc="effective separation: track 0.37559 m x multiplier 1.5")
+    max_v_mps: float = _opt(2.0, min=0.0, max=5.0)
+    max_accel_mps2: float = _opt(20.0, min=0.0)
+    max_omega_radps: float = _opt(4.0, min=0.0, max=10.0)
+    max_alpha_radps2: float = _opt(25.0, min=0.0)
+    control_rate_hz: float = _opt(50.0, min=1.0, max=500.0)
+    cmd_timeout_s: float = _opt(0.25, min=0.01, max=5.0)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration; ``source`` is the file it came from (None for built-in defaults)."""
+
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    planner: PlannerConfig = field(default_factory=PlannerConfig)
+    robot: RobotConfig = field(default_factory=RobotConfig)
+    source: str | None = None
+
+
+_SECTIONS = {f.name: f for f in dataclasses.fields(Config) if f.name != "source"}
+
+
+def _check_value(value: Any, fld: dataclasses.Field, hint: Any, where: str) -> Any:
+    meta = fld.metadata
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        value = float(value)
+        if value != value:
+            raise ConfigError(f"{where}: NaN is not allowed")
+    elif hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    elif hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    elif hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+    elif typing.get_origin(hint) is list:
+        (item_type,) = typing.get_args(hint)
+        def ok(v: Any) -> bool:
+            if isinstance(v, bool):
+                return item_type is bool
+            return isinstance(v, item_type) or (item_type is float and isinstance(v, int))
+        if not isinstance(value, list) or not all(ok(v) for v in value):
+            raise ConfigError(f"{where}: expected a list of {item_type.__name__}, got {value!r}")
+        value = [item_type(v) for v in value]
+    if meta.get("choices") is not None and value not in meta["choices"]:
+        raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(str, meta['choices']))}")
+    if meta.get("min") is not None and value < meta["min"]:
+        raise ConfigError(f"{where}: {value!r} is below the minimum {meta['min']}")
+    if meta.get("max") is not None and value > meta["max"]:
+        raise ConfigError(f"{where}: {value!r} is above the maximum {meta['max']}")
+    return value
+
+
+def _section_from(cls: type, table: Mapping[str, Any], *, origin: str, section: str) -> Any:
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for key, value in table.items():
+        where = f"{origin}: [{section}] {key}"
+        if key not in fields:
+            raise ConfigError(f"{where}: unknown key (known: {', '.join(sorted(fields))})")
+        kwargs[key] = _check_value(value, fields[key], hints[key], where)
+    return cls(**kwargs)
+
+
+def config_from_mapping(data: Mapping[str, Any], *, origin: str = "<config>") -> Config:
+    """Build and validate a :class:`Config` from parsed TOML.
+
+    Raises
+    ------
+    ConfigError
+        On an unknown section or key, a wrong type, or a value outside its range or choices; the
+        message names ``origin`` and the ``[section] key``.
+    """
+    sections = {}
+    for name, table in data.items():
+        if name not in _SECTIONS:
+            raise ConfigError(f"{origin}: unknown section [{name}] (known: {', '.join(sorted(_SECTIONS))})")
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{origin}: [{name}] must be a table, got {table!r}")
+        cls = typing.get_type_hints(Config)[name]
+        sections[name] = _section_from(cls, table, origin=origin, section=name)
+    return Config(**sections, source=None if origin == "<config>" else origin)
+
+
+def load_config(path: str | Path | None) -> Config:
+    """Load the TOML file at ``path``; ``None`` means the robot's default path if it exists, else defaults.
+
+    An explicitly given path that does not exist is an error (a typo must not silently run on defaults).
+
+    Raises
+    ------
+    ConfigError
+        If the file is missing (explicit path), unreadable, not valid TOML, or fails validation.
+    """
+    if path is None:
+        if not DEFAULT_CONFIG_PATH.exists():
+            return Config()
+        path = DEFAULT_CONFIG_PATH
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config file: {exc.strerror or exc}") from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    return config_from_mapping(data, origin=str(path))
+
+
+def default_config_toml() -> str:
+    """The full default configuration as TOML text, with each key's documentation as a comment."""
+    lines = ["# robot-app configuration: every key is optional; these are the defaults."]
+    for name, sect in _SECTIONS.items():
+        cls = typing.get_type_hints(Config)[name]
+        lines += ["", f"[{name}]"]
+        for f in dataclasses.fields(cls):
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            doc = f.metadata.get("doc") or ""
+            choices = f.metadata.get("choices")
+            if choices:
+                doc = (doc + "; " if doc else "") + "one of " + ", ".join(choices)
+            lines.append(f"{f.name} = {_toml_value(default)}" + (f"  # {doc}" if doc else ""))
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return repr(v)

@@ -1,0 +1,51 @@
+"""Suite-wide fixtures: fail a test that leaks threads or asyncio tasks (see STYLE.md)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+# Keep numba's on-disk cache inside the checkout so a clean clone starts cold and CI stays hermetic.
+os.environ.setdefault("NUMBA_CACHE_DIR", str(REPO_ROOT / ".numba_cache"))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--port", action="store", default=None,
+                     help="serial port of real hardware for tests marked `hil` (e.g. /dev/jackal)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--port"):
+        return
+    skip_hil = pytest.mark.skip(reason="hardware-in-the-loop test: give --port /dev/... to run it")
+    for item in items:
+        if "hil" in item.keywords:
+            item.add_marker(skip_hil)
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_threads():
+    before = set(threading.enumerate())
+    yield
+    leaked = []
+    for t in threading.enumerate():
+        if t in before or not t.is_alive():
+            continue
+        t.join(timeout=2.0)
+        if t.is_alive():
+            leaked.append(t)
+    assert not leaked, f"test leaked threads: {[t.name for t in leaked]}"
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """``../shared/data`` (development data next to the checkout)."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared development data not found at {SHARED_DATA}")
+    return SHARED_DATA
