@@ -1,7 +1,9 @@
 """``robot-app`` command line: one entry point, one subcommand module per job.
 
-Each module listed in :data:`COMMAND_MODULES` defines ``register(subparsers)``, which adds its
-subcommand(s) and sets ``func`` (``func(args, config) -> int``) as the parser default. Modules import
+Each module listed in :data:`COMMAND_MODULES` defines ``register(sub, groups)``: ``sub`` is the
+top-level subparsers action, ``groups`` maps each command group of :data:`GROUPS` (``bench``, ``eval``,
+``map``, ...) to that group's subparsers action, so several modules can add e.g. ``bench <thing>``.
+Each leaf parser sets ``func`` (``func(args, config) -> int``) as its default. Modules import
 their heavy dependencies inside the handlers so ``robot-app --help`` stays fast.
 
 Exit status: 0 success, 1 the job failed (the reason is printed), 2 bad usage, config or input.
@@ -19,6 +21,17 @@ from robot_app import __version__
 from robot_app.config import ConfigError, load_config
 
 log = logging.getLogger(__name__)
+
+GROUPS = {
+    "map": "topological maps: inspect, build, examples",
+    "bench": "benchmarks (figures for the README's performance section)",
+    "eval": "evaluations against ground truth",
+    "models": "model files: export, inspect",
+    "gps": "GPS receiver tools",
+    "sim": "device simulators and the simulated world",
+    "lasp": "open-world task planning (LASP)",
+    "log": "traversal logs",
+}
 
 COMMAND_MODULES = (
     "robot_app.cli.config_cmd",
@@ -43,8 +56,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="WARNING",
                         choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="logging level (default WARNING)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    groups = {}
+    for group, help_text in GROUPS.items():
+        gp = sub.add_parser(group, help=help_text, description=help_text)
+        groups[group] = gp.add_subparsers(dest=f"{group}_command", metavar="ACTION")
+        gp.set_defaults(func=None, _group_parser=gp)
     for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+        importlib.import_module(name).register(sub, groups)
+    for group in list(groups):
+        if not groups[group].choices:  # a group no module filled yet
+            sub._name_parser_map.pop(group, None)
+            sub._choices_actions = [a for a in sub._choices_actions if a.dest != group]
     return parser
 
 
@@ -53,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not getattr(args, "func", None):
-        parser.print_help()
+        (getattr(args, "_group_parser", None) or parser).print_help()
         return 2
     try:
         config = load_config(args.config)

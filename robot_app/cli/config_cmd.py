@@ -6,7 +6,7 @@ import dataclasses
 import json
 
 
-def register(sub) -> None:
+def register(sub, groups) -> None:
     p = sub.add_parser("config", help="show the effective configuration or the defaults")
     csub = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     show = csub.add_parser("show", help="validate the config file and print the effective values as JSON")
