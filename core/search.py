@@ -1,0 +1,280 @@
+"""Walk search over a topological map: the LM-Nav objective and the max-likelihood baseline.
+
+Objective (LM-Nav, Shah et al., CoRL 2022, Sec. 4.4; DESIGN.md "Objective"): for a walk
+``v_1 .. v_m`` from the start S with landmark i visited at position ``t_i`` (``t_1 <= ... <= t_K``),
+
+    J = sum_i G(v_{t_i}, i)  -  alpha * sum_j D(v_j, v_{j+1})
+
+where ``G(v, i)`` is the log-likelihood of landmark i at node v (:mod:`core.grounding`) and D the
+edge weight in VNM time steps. :func:`plan_walk` maximises J exactly with the dynamic programme of
+Algorithm 1 (a numba kernel, :mod:`core._search_kernels`); :func:`plan_max_likelihood` is the
+paper's baseline (App. C).
+
+Default alpha (``DEFAULT_ALPHA = 0.005`` per VNM time step). The released LM-Nav code weighs raw CLIP
+cosine similarity against GPS distance with alpha = 2e-4 per metre. Our G is cosine x logit scale
+(100 for CLIP), so the same trade-off is 2e-4 x 100 = 0.02 per metre, and with the VNM's ~0.25 m per
+time step (GNM: 4 Hz at ~1 m/s) 0.005 per time step: a 100-step (~25 m) detour costs 0.5 nats, i.e.
+a cosine-similarity gain of 0.005. Objective values are only comparable within one map and one set of
+landmarks (the softmax normaliser depends on both).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ALPHA = 0.005
+
+
+class PlanStatus(enum.Enum):
+    """Outcome of a walk search."""
+
+    OK = "ok"
+    #: some landmark has no node reachable from the start (in order) with finite log-likelihood
+    UNREACHABLE = "unreachable"
+
+
+@dataclass(frozen=True)
+class WalkResult:
+    """A planned walk.
+
+    Attributes
+    ----------
+    nodes : np.ndarray
+        (m,) int64 node indices of the walk, ``nodes[0] == start``; ``[start]`` when unreachable.
+    landmark_positions : np.ndarray
+        (K,) int64, index into ``nodes`` where landmark i is visited; non-decreasing. Empty when
+        unreachable.
+    objective : float
+        J of the walk (float64 sums); ``-inf`` when unreachable.
+    length : float
+        sum of D along the walk, VNM time steps (float64 sum).
+    status : PlanStatus
+    """
+
+    nodes: np.ndarray
+    landmark_positions: np.ndarray
+    objective: float
+    length: float
+    status: PlanStatus = PlanStatus.OK
+
+    @property
+    def landmark_nodes(self) -> np.ndarray:
+        """(K,) int64: the node at which each landmark is visited."""
+        return self.nodes[self.landmark_positions]
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PlanStatus.OK
+
+
+def validate_graph(indptr, indices, weights) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Check a CSR graph and return contiguous ``(int64, int64, float32)`` copies/views.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument: wrong dimensions, ``indptr`` not starting at 0 / not non-decreasing /
+        not ending at ``len(indices)``, an index out of range, NaN/inf or negative weights.
+    """
+    indptr = np.ascontiguousarray(indptr)
+    indices = np.ascontiguousarray(indices)
+    weights = np.ascontiguousarray(weights)
+    if indptr.ndim != 1 or indptr.shape[0] < 2:
+        raise ValueError(f"indptr: expected shape (N+1,) with N >= 1, got {indptr.shape}")
+    if indices.ndim != 1 or weights.ndim != 1 or indices.shape != weights.shape:
+        raise ValueError(f"indices/weights: expected equal shapes (E,), got {indices.shape} and {weights.shape}")
+    for name, arr in (("indptr", indptr), ("indices", indices)):
+        if not np.issubdtype(arr.dtype, np.integer):
+            raise ValueError(f"{name}: expected an integer dtype, got {arr.dtype}")
+    if not np.issubdtype(weights.dtype, np.floating) and not np.issubdtype(weights.dtype, np.integer):
+        raise ValueError(f"weights: expected a numeric dtype, got {weights.dtype}")
+    indptr = indptr.astype(np.int64, copy=False)
+    indices = indices.astype(np.int64, copy=False)
+    n = indptr.shape[0] - 1
+    if indptr[0] != 0 or indptr[-1] != indices.shape[0] or np.any(np.diff(indptr) < 0):
+        raise ValueError("indptr: must start at 0, be non-decreasing and end at len(indices)")
+    if indices.size and (indices.min() < 0 or indices.max() >= n):
+        raise ValueError(f"indices: node index out of range [0, {n})")
+    w64 = weights.astype(np.float64, copy=False)
+    if not np.all(np.isfinite(w64)):
+        raise ValueError("weights: NaN or infinite edge weight")
+    if np.any(w64 < 0):
+        raise ValueError("weights: negative edge weight (D is a temporal distance, >= 0)")
+    return indptr, indices, weights.astype(np.float32, copy=False)
+
+
+def _validate_logp(landmark_logp, n: int) -> np.ndarray:
+    logp = np.asarray(landmark_logp)
+    if logp.ndim != 2 or logp.shape[0] != n:
+        raise ValueError(f"landmark_logp: expected shape (N={n}, K), got {logp.shape}")
+    if not np.issubdtype(logp.dtype, np.floating) and not np.issubdtype(logp.dtype, np.integer):
+        raise ValueError(f"landmark_logp: expected a float dtype, got {logp.dtype}")
+    logp = np.ascontiguousarray(logp, dtype=np.float64)
+    if np.isnan(logp).any():
+        raise ValueError("landmark_logp: contains NaN")
+    if np.isposinf(logp).any():
+        raise ValueError("landmark_logp: contains +inf (log-likelihoods are <= 0 or finite)")
+    return logp
+
+
+def _validate_start(start, n: int) -> int:
+    if isinstance(start, (bool, np.bool_)) or not isinstance(start, (int, np.integer)):
+        raise ValueError(f"start: expected an integer node index, got {start!r}")
+    if not 0 <= int(start) < n:
+        raise ValueError(f"start: node index {start} out of range [0, {n})")
+    return int(start)
+
+
+def _validate_alpha(alpha) -> float:
+    alpha = float(alpha)
+    if not np.isfinite(alpha) or alpha < 0:
+        raise ValueError(f"alpha: expected a finite value >= 0, got {alpha}")
+    return alpha
+
+
+def walk_length(nodes: np.ndarray, indptr, indices, weights) -> float:
+    """Sum of D over consecutive nodes of a walk (the cheapest parallel edge), float64 time steps.
+
+    Raises
+    ------
+    ValueError
+        If two consecutive nodes are not joined by an edge.
+    """
+    total = 0.0
+    for a, b in zip(nodes[:-1], nodes[1:]):
+        lo, hi = indptr[a], indptr[a + 1]
+        hits = weights[lo:hi][indices[lo:hi] == b]
+        if hits.size == 0:
+            raise ValueError(f"walk: no edge {a} -> {b}")
+        total += float(hits.min())
+    return total
+
+
+def _unreachable(start: int) -> WalkResult:
+    return WalkResult(np.array([start], dtype=np.int64), np.zeros(0, dtype=np.int64),
+                      float("-inf"), 0.0, PlanStatus.UNREACHABLE)
+
+
+def plan_walk(indptr, indices, weights, landmark_logp, start, *, alpha: float = DEFAULT_ALPHA) -> WalkResult:
+    """Best walk from ``start`` visiting the landmarks in order (LM-Nav Algorithm 1).
+
+    Parameters
+    ----------
+    indptr, indices, weights : array_like
+        CSR adjacency by source: (N+1,) int, (E,) int, (E,) float D >= 0 in VNM time steps. An
+        undirected map lists each edge in both directions. Self-loops and parallel edges are allowed.
+    landmark_logp : array_like
+        (N, K) float, G(v, i) = log-likelihood of landmark i at node v; ``-inf`` = impossible there.
+    start : int
+        Start node index S.
+    alpha : float
+        Weight per VNM time step (>= 0); see the module docstring for the default's derivation.
+
+    Returns
+    -------
+    WalkResult
+        ``status`` UNREACHABLE (objective -inf) when no walk reaches all landmarks with finite G.
+        K = 0 returns the walk ``[start]`` with objective 0.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument: bad shapes or dtypes, NaN, +inf, negative weights, start out of range,
+        alpha negative or not finite.
+    """
+    from core import _search_kernels as kern
+
+    indptr, indices, weights = validate_graph(indptr, indices, weights)
+    n = indptr.shape[0] - 1
+    logp = _validate_logp(landmark_logp, n)
+    start = _validate_start(start, n)
+    alpha = _validate_alpha(alpha)
+    k = logp.shape[1]
+    if k == 0:
+        return WalkResult(np.array([start], dtype=np.int64), np.zeros(0, dtype=np.int64), 0.0, 0.0)
+    q_last, pred = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(start), alpha)
+    end = int(np.argmax(q_last))
+    objective = float(q_last[end])
+    if not np.isfinite(objective):
+        log.info("plan_walk: no walk from node %d reaches all %d landmarks", start, k)
+        return _unreachable(start)
+    nodes, positions = kern.reconstruct_walk(pred, np.int64(end), np.int64(start))
+    length = walk_length(nodes, indptr, indices, weights)
+    return WalkResult(nodes, positions, objective, length)
+
+
+def plan_max_likelihood(indptr, indices, weights, landmark_logp, start, *,
+                        alpha: float = DEFAULT_ALPHA) -> WalkResult:
+    """The paper's max-likelihood baseline (LM-Nav App. C).
+
+    Each landmark goes to its single most likely node (ties: lowest index); consecutive targets are
+    joined by shortest paths in D (``scipy.sparse.csgraph.dijkstra``). ``objective`` is J of the
+    resulting walk with the same ``alpha`` so both planners can be compared on one map.
+
+    Returns / Raises: as :func:`plan_walk`; UNREACHABLE when a target node cannot be reached.
+    """
+    indptr, indices, weights = validate_graph(indptr, indices, weights)
+    n = indptr.shape[0] - 1
+    logp = _validate_logp(landmark_logp, n)
+    start = _validate_start(start, n)
+    alpha = _validate_alpha(alpha)
+    k = logp.shape[1]
+    if k == 0:
+        return WalkResult(np.array([start], dtype=np.int64), np.zeros(0, dtype=np.int64), 0.0, 0.0)
+    targets = np.argmax(logp, axis=0)
+    if not np.all(np.isfinite(logp[targets, np.arange(k)])):
+        return _unreachable(start)
+    graph = csr_graph(indptr, indices, weights)
+    from scipy.sparse.csgraph import dijkstra
+
+    sources = np.concatenate([[start], targets[:-1]])
+    uniq, inverse = np.unique(sources, return_inverse=True)
+    dist, preds = dijkstra(graph, directed=True, indices=uniq, return_predecessors=True)
+    nodes = [start]
+    positions = []
+    for i in range(k):
+        row, target = inverse[i], targets[i]
+        if not np.isfinite(dist[row, target]):
+            return _unreachable(start)
+        leg = []
+        v = target
+        while v != sources[i]:
+            leg.append(v)
+            v = preds[row, v]
+        nodes.extend(reversed(leg))
+        positions.append(len(nodes) - 1)
+    nodes_arr = np.asarray(nodes, dtype=np.int64)
+    length = walk_length(nodes_arr, indptr, indices, weights)
+    objective = float(logp[targets, np.arange(k)].sum()) - alpha * length
+    return WalkResult(nodes_arr, np.asarray(positions, dtype=np.int64), objective, length)
+
+
+def csr_graph(indptr, indices, weights):
+    """scipy CSR matrix of the graph, keeping zero-weight edges and the cheapest of parallel edges.
+
+    scipy's csgraph drops explicitly stored zeros, so zero weights become the smallest positive
+    float64 (a change far below any D the VNM produces).
+    """
+    from scipy.sparse import csr_matrix
+
+    n = indptr.shape[0] - 1
+    src = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    w = weights.astype(np.float64)
+    order = np.lexsort((w, indices, src))  # cheapest first within each (src, dst)
+    src, dst, w = src[order], indices[order], w[order]
+    keep = np.ones(src.shape[0], dtype=bool)
+    keep[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
+    w = np.where(w[keep] == 0.0, np.finfo(np.float64).tiny, w[keep])
+    return csr_matrix((w, (src[keep], dst[keep])), shape=(n, n))
+
+
+def warm_up() -> None:
+    """Load (or compile) the numba kernels now, so the first plan in the control loop does not."""
+    plan_walk(np.array([0, 1, 1]), np.array([1]), np.array([1.0], np.float32),
+              np.zeros((2, 1)), 0)

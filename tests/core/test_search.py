@@ -1,0 +1,189 @@
+"""Walk search: numba kernel vs. brute force, pure-Python and scipy references; degenerate graphs; bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.search import PlanStatus, plan_max_likelihood, plan_walk, walk_length
+from core.search_reference import brute_force_objective, dp_values_python, dp_values_scipy
+from core.synthetic import random_geometric_graph
+
+
+def csr_from_edges(n, edges):
+    """CSR (indptr, indices, weights float32) from a list of directed (u, v, w)."""
+    edges = sorted(edges, key=lambda e: e[0])
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    for u, _, _ in edges:
+        indptr[u + 1] += 1
+    indptr = np.cumsum(indptr)
+    indices = np.array([v for _, v, _ in edges], dtype=np.int64)
+    weights = np.array([w for _, _, w in edges], dtype=np.float32)
+    return indptr, indices, weights
+
+
+def objective_of(result, logp, indptr, indices, weights, alpha):
+    """J recomputed from the returned walk (checks the result is self-consistent)."""
+    g = sum(logp[v, i] for i, v in enumerate(result.landmark_nodes))
+    return g - alpha * walk_length(result.nodes, indptr, indices, weights)
+
+
+@st.composite
+def small_problem(draw):
+    n = draw(st.integers(1, 6))
+    k = draw(st.integers(0, 3))
+    n_edges = draw(st.integers(0, 14))
+    edges = [(draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1)),
+              float(draw(st.sampled_from([0.0, 1.0, 2.0, 3.5, 7.0, 20.0])))) for _ in range(n_edges)]
+    values = st.one_of(st.just(-np.inf), st.floats(-8.0, 0.0, allow_nan=False), st.sampled_from([-1.0, -2.0]))
+    logp = np.array([[draw(values) for _ in range(k)] for _ in range(n)], dtype=np.float64).reshape(n, k)
+    start = draw(st.integers(0, n - 1))
+    alpha = draw(st.sampled_from([0.0, 0.01, 0.1, 0.5, 2.0]))
+    return n, edges, logp, start, alpha
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_problem())
+def test_kernel_matches_brute_force_over_all_walks(problem):
+    n, edges, logp, start, alpha = problem
+    indptr, indices, weights = csr_from_edges(n, edges)
+    result = plan_walk(indptr, indices, weights, logp, start, alpha=alpha)
+    best = brute_force_objective(indptr, indices, weights, logp, start, alpha=alpha)
+    if np.isinf(best):
+        assert result.status is PlanStatus.UNREACHABLE and result.objective == -np.inf
+        return
+    assert result.status is PlanStatus.OK
+    assert result.objective == pytest.approx(best, rel=1e-6, abs=1e-9)
+    assert result.nodes[0] == start
+    assert np.all(np.diff(result.landmark_positions) >= 0)
+    assert len(result.landmark_positions) == logp.shape[1]
+    assert objective_of(result, logp, indptr, indices, weights, alpha) == pytest.approx(best, rel=1e-6, abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("alpha", [0.0, 0.005, 0.3])
+def test_numba_python_and_scipy_agree_on_random_graphs(seed, alpha):
+    rng = np.random.default_rng(seed)
+    indptr, indices, weights, _xy = random_geometric_graph(300, degree=6, seed=seed)
+    logp = np.log(rng.dirichlet(np.ones(300), size=4).T)
+    start = int(rng.integers(300))
+    result = plan_walk(indptr, indices, weights, logp, start, alpha=alpha)
+    q_py = dp_values_python(indptr, indices, weights, logp, start, alpha=alpha)
+    q_sp = dp_values_scipy(indptr, indices, weights, logp, start, alpha=alpha)
+    finite = np.isfinite(q_py)
+    np.testing.assert_allclose(np.asarray(q_py)[finite], q_sp[finite], rtol=1e-9, atol=1e-9)
+    assert np.array_equal(np.isfinite(q_sp), finite)
+    assert result.objective == pytest.approx(max(q_py), rel=1e-9)
+    assert objective_of(result, logp, indptr, indices, weights, alpha) == pytest.approx(result.objective, rel=1e-9)
+
+
+def test_single_node_graph():
+    r = plan_walk(np.array([0, 0]), np.array([], np.int64), np.array([], np.float32), np.array([[-1.0, -2.0]]), 0)
+    assert r.nodes.tolist() == [0] and r.landmark_positions.tolist() == [0, 0]
+    assert r.objective == pytest.approx(-3.0) and r.length == 0.0
+
+
+def test_no_landmarks_returns_start():
+    indptr, indices, weights = csr_from_edges(3, [(0, 1, 1.0), (1, 2, 1.0)])
+    r = plan_walk(indptr, indices, weights, np.zeros((3, 0)), 1)
+    assert r.nodes.tolist() == [1] and r.landmark_positions.size == 0 and r.objective == 0.0
+
+
+def test_disconnected_landmark_is_unreachable_not_an_exception():
+    indptr, indices, weights = csr_from_edges(4, [(0, 1, 1.0), (1, 0, 1.0), (2, 3, 1.0), (3, 2, 1.0)])
+    logp = np.full((4, 2), -np.inf)
+    logp[1, 0] = -1.0
+    logp[3, 1] = -1.0  # only in the other component
+    r = plan_walk(indptr, indices, weights, logp, 0)
+    assert r.status is PlanStatus.UNREACHABLE and r.objective == -np.inf and r.nodes.tolist() == [0]
+    assert plan_max_likelihood(indptr, indices, weights, logp, 0).status is PlanStatus.UNREACHABLE
+
+
+def test_edges_are_directed():
+    indptr, indices, weights = csr_from_edges(3, [(0, 1, 1.0), (2, 1, 1.0)])
+    logp = np.array([[-5.0], [-5.0], [0.0]])
+    r = plan_walk(indptr, indices, weights, logp, 0, alpha=0.1)
+    assert r.landmark_nodes.tolist() in ([0], [1])  # node 2 cannot be reached against the edge
+
+
+def test_self_loops_and_parallel_edges_use_the_cheapest():
+    indptr, indices, weights = csr_from_edges(2, [(0, 0, 0.0), (0, 1, 9.0), (0, 1, 2.0), (1, 1, 3.0)])
+    r = plan_walk(indptr, indices, weights, np.array([[-9.0], [0.0]]), 0, alpha=1.0)
+    assert r.nodes.tolist() == [0, 1] and r.length == 2.0 and r.objective == pytest.approx(-2.0)
+
+
+def test_trade_off_between_detour_and_likelihood():
+    # 0 - 1 - 2 - 3 (each edge 10 steps): landmark likelier at 3 (far) than at 1 (near)
+    edges = [(0, 1, 10.0), (1, 2, 10.0), (2, 3, 10.0)]
+    edges += [(v, u, w) for u, v, w in edges]
+    indptr, indices, weights = csr_from_edges(4, edges)
+    logp = np.array([[-30.0], [-2.0], [-30.0], [0.0]])
+    assert plan_walk(indptr, indices, weights, logp, 0, alpha=0.01).landmark_nodes.tolist() == [3]
+    assert plan_walk(indptr, indices, weights, logp, 0, alpha=1.0).landmark_nodes.tolist() == [1]
+
+
+def test_landmarks_in_order_may_share_a_node():
+    indptr, indices, weights = csr_from_edges(2, [(0, 1, 1.0), (1, 0, 1.0)])
+    logp = np.array([[-9.0, -9.0], [0.0, 0.0]])
+    r = plan_walk(indptr, indices, weights, logp, 0, alpha=0.1)
+    assert r.nodes.tolist() == [0, 1] and r.landmark_positions.tolist() == [1, 1]
+
+
+def test_ties_give_a_valid_optimal_walk():
+    edges = [(0, 1, 1.0), (0, 2, 1.0), (1, 3, 1.0), (2, 3, 1.0)]
+    indptr, indices, weights = csr_from_edges(4, edges)
+    logp = np.array([[-1.0], [-1.0], [-1.0], [0.0]])
+    r = plan_walk(indptr, indices, weights, logp, 0, alpha=0.1)
+    assert r.objective == pytest.approx(-0.2) and r.nodes[0] == 0 and r.nodes[-1] == 3 and len(r.nodes) == 3
+
+
+def test_max_likelihood_baseline_goes_to_argmax_nodes():
+    edges = [(0, 1, 10.0), (1, 2, 10.0), (2, 3, 10.0)]
+    edges += [(v, u, w) for u, v, w in edges]
+    indptr, indices, weights = csr_from_edges(4, edges)
+    logp = np.array([[-9.0, -3.0], [-2.0, -9.0], [-9.0, -9.0], [0.0, -5.0]])
+    r = plan_max_likelihood(indptr, indices, weights, logp, 0, alpha=1.0)
+    assert r.nodes.tolist() == [0, 1, 2, 3, 2, 1, 0] and r.landmark_nodes.tolist() == [3, 0]
+    assert r.length == 60.0 and r.objective == pytest.approx(-3.0 - 60.0)
+    lm = plan_walk(indptr, indices, weights, logp, 0, alpha=1.0)
+    assert lm.objective >= r.objective  # LM-Nav never does worse on its own objective
+
+
+BAD_INPUTS = [
+    (dict(landmark_logp=np.full((3, 1), np.nan)), "landmark_logp: contains NaN"),
+    (dict(landmark_logp=np.zeros((2, 1))), "landmark_logp: expected shape (N=3, K)"),
+    (dict(landmark_logp=np.zeros(3)), "landmark_logp: expected shape"),
+    (dict(landmark_logp=np.full((3, 1), np.inf)), "+inf"),
+    (dict(start=3), "start: node index 3 out of range"),
+    (dict(start=-1), "start: node index -1 out of range"),
+    (dict(start=1.5), "start: expected an integer"),
+    (dict(weights=np.array([1.0, -1.0], np.float32)), "weights: negative edge weight"),
+    (dict(weights=np.array([1.0, np.nan], np.float32)), "weights: NaN"),
+    (dict(indices=np.array([0, 7])), "indices: node index out of range"),
+    (dict(indptr=np.array([0, 1, 1])), "indptr: must start at 0"),
+    (dict(alpha=-0.1), "alpha: expected a finite value >= 0"),
+    (dict(alpha=float("nan")), "alpha"),
+]
+
+
+@pytest.mark.parametrize("planner", [plan_walk, plan_max_likelihood])
+@pytest.mark.parametrize("override, message", BAD_INPUTS)
+def test_bad_input_raises_value_error_naming_the_argument(planner, override, message):
+    args = dict(indptr=np.array([0, 1, 2, 2]), indices=np.array([1, 2]), weights=np.array([1.0, 1.0], np.float32),
+                landmark_logp=np.zeros((3, 1)), start=0, alpha=0.1)
+    args.update(override)
+    alpha = args.pop("alpha")
+    with pytest.raises(ValueError) as exc:
+        planner(*args.values(), alpha=alpha)
+    assert message in str(exc.value)
+
+
+def test_minus_inf_everywhere_but_one_node_forces_that_node():
+    indptr, indices, weights, _ = random_geometric_graph(50, degree=6, seed=3)
+    logp = np.full((50, 1), -np.inf)
+    logp[17, 0] = -4.0
+    r = plan_walk(indptr, indices, weights, logp, 0)
+    if r.ok:
+        assert r.landmark_nodes.tolist() == [17]
