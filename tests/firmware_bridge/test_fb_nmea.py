@@ -1,0 +1,189 @@
+"""NMEA decoder: the three real receiver logs, the quirks of JACKAL_PROTOCOL.md, and fuzzing."""
+
+from __future__ import annotations
+
+import math
+
+import pynmea2
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from firmware_bridge.nmea import MAX_LINE, NmeaDecoder, nmea_checksum
+from firmware_bridge.readings import GpsFix, GpsNoFix
+
+LOGS = ("garmin15x.log", "gr8013-w.log", "ublox-lea-5q.log")
+
+
+def _lines(path):
+    return [ln for ln in path.read_bytes().splitlines() if ln.strip() and not ln.startswith(b"#")]
+
+
+def _with_cs(body: str) -> str:
+    return f"{body}*{nmea_checksum(body[1:]):02X}"
+
+
+@pytest.mark.parametrize("name", LOGS)
+def test_real_logs_every_line_accounted_and_fixes_match(shared_data, name):
+    lines = _lines(shared_data / "nmea" / name)
+    dec = NmeaDecoder()
+    out = [dec.decode_line(ln, 0.0) for ln in lines]
+    s = dec.stats
+    assert s.lines == len(lines)
+    assert s.fixes + s.no_fix + s.ignored + s.bad_total == s.lines
+    fixes = [o for o in out if isinstance(o, GpsFix)]
+    assert len(fixes) == s.fixes
+    # Independent expectation: each GGA with quality > 0 is a fix at pynmea2's own position.
+    expected = []
+    for ln in lines:
+        msg = pynmea2.parse(ln.decode())
+        if isinstance(msg, pynmea2.GGA) and msg.gps_qual and int(msg.gps_qual) > 0:
+            expected.append((msg.latitude, msg.longitude, int(msg.gps_qual)))
+    gga_fixes = [f for f in fixes if f.source == "GGA"]
+    assert [(round(f.latitude_deg, 9), round(f.longitude_deg, 9), f.quality) for f in gga_fixes] == \
+        [(round(a, 9), round(b, 9), q) for a, b, q in expected]
+    for f in fixes:
+        assert not (f.latitude_deg == 0.0 and f.longitude_deg == 0.0)
+        assert f.quality > 0
+
+
+def test_real_log_details(shared_data):
+    dec = NmeaDecoder()
+    out = [dec.decode_line(ln, 0.0) for ln in _lines(shared_data / "nmea" / "gr8013-w.log")]
+    fix = [o for o in out if isinstance(o, GpsFix) and o.source == "GGA"][0]
+    assert fix.talker == "GN" and fix.satellites == 12 and fix.hdop == pytest.approx(0.93)
+    assert fix.altitude_m == pytest.approx(62.6)
+    assert fix.utc.isoformat() == "2015-06-19T18:11:41+00:00"
+    # The receiver sends GST after GGA: the first fix has only HDOP, later ones the previous GST.
+    assert fix.covariance_type == 1
+    later = [o for o in out if isinstance(o, GpsFix) and o.source == "GGA"][1]
+    assert later.covariance_type == 2
+    # Speed from this epoch's RMC then VTG (0.049 km/h), both sent before the GGA.
+    assert later.speed_mps == pytest.approx(0.049 / 3.6)
+
+    dec = NmeaDecoder()
+    out = [dec.decode_line(ln, 0.0) for ln in _lines(shared_data / "nmea" / "ublox-lea-5q.log")]
+    assert dec.stats.fixes == 0 and dec.stats.no_fix > 0
+    assert all(not isinstance(o, GpsFix) for o in out)
+
+
+GGA = "$GPGGA,113258,3238.9148,N,10822.4466,W,2,08,1.1,1577.4,M,-24.6,M,,*4D"
+
+
+def test_quirk_all_empty_no_sky_sentence_is_no_fix():
+    dec = NmeaDecoder()
+    r = dec.decode_line("$GPGGA,,,,,,0,,,,,,,,*66", 1.0)
+    assert isinstance(r, GpsNoFix) and dec.stats.no_fix == 1
+
+
+def test_quirk_stream_starting_mid_sentence_and_cold_boot_garbage():
+    dec = NmeaDecoder()
+    data = b"3.4,M,-24.6,M,,*4D\r\n\x00\x00\xff\xfe garbage\r\n\x00\x00" + GGA.encode() + b"\r\n"
+    out = dec.feed(data, 2.0)
+    assert len(out) == 1 and isinstance(out[0], GpsFix) and out[0].t_mono_s == 2.0
+    assert dec.stats.bad_total == 2
+
+
+def test_quirk_six_digit_time_one_digit_and_zero_checksums():
+    dec = NmeaDecoder()
+    r = dec.decode_line(GGA, 0.0)
+    assert r.utc_time.isoformat() == "11:32:58+00:00"
+    # Find bodies whose checksum is < 16 (one digit) and exactly 0 ("*00" that is valid).
+    base = "$GPGGA,113258,3238.9148,N,10822.4466,W,1,08,1.1,1577.4,M,-24.6,M,,"
+    found = {}
+    alnum = [chr(c) for c in range(0x21, 0x7F) if chr(c) not in "*$,!"]
+    for extra in (a + b for a in alnum for b in alnum):
+        body = base + extra  # the (unchecked) reference station id field
+        cs = nmea_checksum(body[1:])
+        if cs < 16 and "one" not in found:
+            found["one"] = f"{body}*{cs:X}"
+        if cs == 0 and "zero" not in found:
+            found["zero"] = f"{body}*00"
+    assert len(found) == 2
+    for line in found.values():
+        assert isinstance(NmeaDecoder().decode_line(line, 0.0), GpsFix), line
+
+
+def test_quirk_truncated_sentence_with_valid_checksum():
+    dec = NmeaDecoder()
+    r = dec.decode_line(_with_cs("$GPGGA,113258,3238.9148,N,10822.4466,W,2,08,1.1"), 0.0)
+    assert isinstance(r, GpsFix) and r.altitude_m is None and r.hdop == pytest.approx(1.1)
+    assert dec.decode_line(_with_cs("$GPGGA,113258,3238.9148,N"), 0.0) is None
+    assert dec.stats.bad == {"field": 1}
+
+
+def test_quirk_wrong_checksum_counted_or_tolerated_by_type():
+    bad = GGA[:-2] + "00"
+    dec = NmeaDecoder()
+    assert dec.decode_line(bad, 0.0) is None and dec.stats.bad == {"checksum": 1}
+    tolerant = NmeaDecoder(ignore_checksum_for=["GGA"])
+    assert isinstance(tolerant.decode_line(bad, 0.0), GpsFix)
+
+
+def test_void_rmc_and_zero_position_never_reported():
+    dec = NmeaDecoder()
+    assert isinstance(dec.decode_line("$GPRMC,001902.00,V,,,,,,,020211,,,N*77", 0.0), GpsNoFix)
+    assert dec.decode_line(_with_cs("$GPGGA,113258,,,,,1,08,1.1,,,,,,"), 0.0).__class__ is GpsNoFix
+
+
+def test_bad_fields_and_talkers_are_counted_not_raised():
+    dec = NmeaDecoder()
+    for body in ("$GPGGA,113258,9938.9148,N,10822.4466,W,1,08,1.1,,,,,,",   # latitude > 90
+                 "$GPGGA,113258,3238.9148,X,10822.4466,W,1,08,1.1,,,,,,",   # bad hemisphere
+                 "$GPGGA,256199,3238.9148,N,10822.4466,W,1,08,1.1,,,,,,",   # bad time
+                 "$GPGGA,113258,3238.9148,N,10822.4466,W,one,08,1.1,,,,,,",
+                 "$XXGGA,113258,3238.9148,N,10822.4466,W,1,08,1.1,,,,,,",
+                 "$GPRMC,113258,A,3238.9148,N,10822.4466,W,005.3,247.1,181399,009.3,E"):
+        assert dec.decode_line(_with_cs(body), 0.0) is None, body
+    assert dec.decode_line("$GPGGA,113258*zz", 0.0) is None
+    assert dec.decode_line(GGA[:-3], 0.0) is None  # no checksum
+    assert dec.stats.bad_total == 8
+    assert set(dec.stats.bad) >= {"field", "checksum_format", "no_checksum"}
+
+
+def test_rmc_only_stream_gives_fixes_with_date_speed_course():
+    dec = NmeaDecoder()
+    r = dec.decode_line("$GPRMC,113258,A,3238.9148,N,10822.4466,W,005.3,247.1,181022,009.3,E*6B", 5.0)
+    assert isinstance(r, GpsFix) and r.source == "RMC"
+    assert r.speed_mps == pytest.approx(5.3 * 1852 / 3600) and r.course_deg == pytest.approx(247.1)
+    assert r.utc.isoformat() == "2022-10-18T11:32:58+00:00"
+    assert r.latitude_deg == pytest.approx(32 + 38.9148 / 60) and r.longitude_deg == pytest.approx(-(108 + 22.4466 / 60))
+
+
+def test_gst_becomes_enu_covariance_and_expires():
+    dec = NmeaDecoder(max_age_s=1.0)
+    dec.decode_line(_with_cs("$GNGST,181141.00,46,,,,4.7,1.9,5.3"), 0.0)
+    f = dec.decode_line(GGA, 0.5)
+    assert f.covariance_type == 2 and f.covariance_enu_m2 == pytest.approx((1.9 ** 2, 4.7 ** 2, 5.3 ** 2))
+    f = dec.decode_line(GGA, 3.0)
+    assert f.covariance_type == 1 and f.covariance_enu_m2[0] == pytest.approx((1.1 * 0.1) ** 2)
+
+
+def test_overlong_line_without_newline_is_dropped():
+    dec = NmeaDecoder()
+    dec.feed(b"$" + b"A" * (MAX_LINE * 3), 0.0)
+    assert dec._splitter.overlong == 1
+    assert isinstance(dec.feed(b"\r\n" + GGA.encode() + b"\r\n", 0.0)[0], GpsFix)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=120),
+                          st.sampled_from([GGA.encode(), b"\r\n", b"$GPGGA,,,,,,0,,,,,,,,*66\r\n",
+                                           b"$GPRMC,1,A,1,N,1,E,,,,,,*00\r\n", b"*", b"$GP"])), max_size=30))
+def test_fuzz_no_exception_bounded_buffer(chunks):
+    dec = NmeaDecoder()
+    for c in chunks:
+        for r in dec.feed(c, 0.0):
+            assert isinstance(r, (GpsFix, GpsNoFix))
+            if isinstance(r, GpsFix):
+                assert -90 <= r.latitude_deg <= 90 and -180 <= r.longitude_deg <= 180
+                assert all(math.isfinite(v) for v in r.covariance_enu_m2)
+        assert len(dec._splitter._tail) <= MAX_LINE
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=80))
+def test_fuzz_valid_checksum_arbitrary_fields(fields):
+    for kind in ("GPGGA", "GPRMC", "GNGST", "GPVTG", "GPHDT", "GNZDA"):
+        r = NmeaDecoder().decode_line(_with_cs(f"${kind},{fields}".replace("*", "")), 0.0)
+        assert r is None or isinstance(r, (GpsFix, GpsNoFix))
