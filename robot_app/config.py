@@ -73,6 +73,38 @@ class RobotConfig:
     cmd_timeout_s: float = _opt(0.25, min=0.01, max=5.0)
 
 
+_BAUDS = (9600, 19200, 38400, 57600, 115200, 230400, 460800, 921600)
+
+
+@dataclass(frozen=True)
+class SerialConfig:
+    """Serial devices (firmware_bridge): base MCU (rosserial), GPS (NMEA), IMU (Microstrain MIP).
+
+    Defaults from JACKAL_PROTOCOL.md: MCU 115200 baud at /dev/jackal; Novatel GPS 57600 baud;
+    Microstrain 115200 baud; rosserial_server reopens a failed port every 2 s and drops a session
+    without handshake within 5 s.
+    """
+
+    base_port: str = _opt("/dev/jackal", doc="base MCU serial port (rosserial)")
+    base_baud: int = _opt(115200, choices=_BAUDS)
+    gps_source: str = _opt("mcu", choices=("mcu", "serial", "none"),
+                           doc="NMEA from the MCU topic navsat/nmea_sentence, or a separate receiver")
+    gps_port: str = _opt("/dev/clearpath/gps", doc="separate NMEA receiver (gps_source = serial)")
+    gps_baud: int = _opt(57600, choices=_BAUDS)
+    gps_ignore_checksum_for: list[str] = _opt([], doc="NMEA sentence types whose wrong checksum is tolerated")
+    gps_max_age_s: float = _opt(1.5, min=0.0, max=10.0,
+                                doc="how old RMC/VTG/GST/HDT data may be to be attached to a fix")
+    imu_source: str = _opt("mcu", choices=("mcu", "mip", "none"),
+                           doc="IMU from the MCU topics imu/data_raw + imu/mag, or a Microstrain on its own port")
+    imu_port: str = _opt("/dev/microstrain")
+    imu_baud: int = _opt(115200, choices=_BAUDS)
+    reconnect_min_s: float = _opt(0.25, min=0.01, max=60.0, doc="first reconnect delay; doubles per failure")
+    reconnect_max_s: float = _opt(2.0, min=0.01, max=60.0, doc="longest reconnect delay")
+    handshake_timeout_s: float = _opt(5.0, min=0.1, max=60.0,
+                                      doc="no TopicInfo / time request within this -> re-request topics")
+    bad_log_interval_s: float = _opt(10.0, min=0.0, doc="at most one warning about bad input per this period")
+
+
 @dataclass(frozen=True)
 class Config:
     """The whole configuration; ``source`` is the file it came from (None for built-in defaults)."""
@@ -80,6 +112,7 @@ class Config:
     paths: PathsConfig = field(default_factory=PathsConfig)
     planner: PlannerConfig = field(default_factory=PlannerConfig)
     robot: RobotConfig = field(default_factory=RobotConfig)
+    serial: SerialConfig = field(default_factory=SerialConfig)
     source: str | None = None
 
 
