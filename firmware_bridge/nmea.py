@@ -13,7 +13,7 @@ raises on input: every non-empty line is either decoded, ignored (valid but carr
 GSV) or counted in :attr:`NmeaStats.bad` by reason and logged at a limited rate.
 
 Fix assembly: a GGA with quality > 0 is a fix; RMC with status A is a fix only on streams that carry
-no GGA (e.g. the Jackal MCU's RMC-only topic). Speed/course (RMC, VTG), GST error estimates and HDT
+no GGA (e.g. the Jackal MCU's RMC-only topic), from the second RMC on (the first one cannot tell). Speed/course (RMC, VTG), GST error estimates and HDT
 heading received within ``max_age_s`` are attached to the next fix.
 """
 
@@ -180,6 +180,7 @@ class NmeaDecoder:
         self._log_interval = log_interval_s
         self._splitter = LineSplitter()
         self._gga_seen = False
+        self._rmc_seen = False
         self._date: _dt.date | None = None
         self._motion: tuple | None = None   # (t_mono, speed_mps, course_deg)
         self._gst: tuple | None = None      # (t_mono, sd_lat_m, sd_lon_m, sd_alt_m)
@@ -283,7 +284,8 @@ class NmeaDecoder:
         speed = _opt_float(r(msg, "spd_over_grnd"), "speed")
         course = _opt_float(r(msg, "true_course"), "course")
         self._motion = (t, None if speed is None else speed * KNOT_MPS, course)
-        if self._gga_seen:
+        rmc_only, self._rmc_seen = self._rmc_seen and not self._gga_seen, True
+        if not rmc_only:  # a GGA stream, or too early to tell (the GGA of this epoch may follow)
             self.stats.ignored += 1
             return None
         lat = _degrees(r(msg, "lat"), r(msg, "lat_dir"), lat=True)

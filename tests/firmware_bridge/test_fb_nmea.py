@@ -143,7 +143,9 @@ def test_bad_fields_and_talkers_are_counted_not_raised():
 
 def test_rmc_only_stream_gives_fixes_with_date_speed_course():
     dec = NmeaDecoder()
-    r = dec.decode_line("$GPRMC,113258,A,3238.9148,N,10822.4466,W,005.3,247.1,181022,009.3,E*6B", 5.0)
+    rmc = "$GPRMC,113258,A,3238.9148,N,10822.4466,W,005.3,247.1,181022,009.3,E*6B"
+    assert dec.decode_line(rmc, 4.0) is None  # the first RMC cannot tell whether a GGA follows
+    r = dec.decode_line(rmc, 5.0)
     assert isinstance(r, GpsFix) and r.source == "RMC"
     assert r.speed_mps == pytest.approx(5.3 * 1852 / 3600) and r.course_deg == pytest.approx(247.1)
     assert r.utc.isoformat() == "2022-10-18T11:32:58+00:00"

@@ -1,0 +1,38 @@
+"""``robot-app gps decode`` over the three real logs, through the real CLI entry point."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from robot_app.cli import main
+
+
+@pytest.mark.parametrize("name,fixes", [("garmin15x.log", 7), ("gr8013-w.log", 3), ("ublox-lea-5q.log", 0)])
+def test_decode_json_counts(shared_data, capsys, name, fixes):
+    assert main(["gps", "decode", str(shared_data / "nmea" / name), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"lines", "fixes", "no_fix", "bad"} <= set(out)
+    assert out["fixes"] == fixes == len(out["positions"])
+    assert out["lines"] == out["fixes"] + out["no_fix"] + out["ignored"] + out["bad"]
+    assert out["bad"] == 0
+
+
+def test_decode_human_output_and_bad_reasons(tmp_path, capsys):
+    log = tmp_path / "bad.nmea"
+    log.write_bytes(b"# header\n\x00\x00GGA,garbage\n$GPGGA,113258,3238.9148,N,10822.4466,W,2,08,1.1,1577.4,M,-24.6,M,,*00\n"
+                    b"$GPGGA,113258,3238.9148,N,10822.4466,W,2,08,1.1,1577.4,M,-24.6,M,,*4D\n")
+    assert main(["gps", "decode", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "32.6485800" in out and "fixes 1" in out and "bad 2" in out and "checksum" in out
+    assert main(["gps", "decode", str(log), "--json", "--ignore-checksum-for", "GGA"]) == 0
+    assert json.loads(capsys.readouterr().out)["fixes"] == 2
+
+
+def test_decode_usage_errors(tmp_path, capsys):
+    assert main(["gps", "decode", str(tmp_path / "missing.log")]) == 2
+    assert "missing.log" in capsys.readouterr().err
+    assert main(["gps", "decode"]) == 2
+    assert main(["gps", "decode", "--port", str(tmp_path / "no-such-tty"), "--duration", "0.1"]) == 2
+    assert "cannot open" in capsys.readouterr().err
