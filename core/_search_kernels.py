@@ -18,82 +18,97 @@ _I64 = nb.int64
 _F64 = nb.float64
 
 
-@nb.njit(nb.void(_F64[::1], _I64[::1], _I64, _F64, _I64), cache=True, nogil=True, inline="always")
-def _heap_push(keys, nodes, size, key, node):  # pragma: no cover - compiled
-    """Push (key, node) onto the max-heap of ``size`` entries held in ``keys``/``nodes``."""
-    i = size
+@nb.njit(nb.void(_F64[::1], _I64[::1], _I64[::1], _I64), cache=True, nogil=True)
+def _sift_up(value, heap, pos, i):  # pragma: no cover - compiled
+    """Move entry ``i`` of the indexed 4-ary max-heap towards the root while its value is larger."""
+    node = heap[i]
+    key = value[node]
     while i > 0:
-        parent = (i - 1) >> 1
-        if keys[parent] >= key:
+        parent = (i - 1) >> 2
+        pnode = heap[parent]
+        if value[pnode] >= key:
             break
-        keys[i] = keys[parent]
-        nodes[i] = nodes[parent]
+        heap[i] = pnode
+        pos[pnode] = i
         i = parent
-    keys[i] = key
-    nodes[i] = node
+    heap[i] = node
+    pos[node] = i
 
 
-@nb.njit(nb.void(_F64[::1], _I64[::1], _I64), cache=True, nogil=True, inline="always")
-def _heap_pop_into_root(keys, nodes, size):  # pragma: no cover - compiled
-    """Remove the root of a max-heap that held ``size + 1`` entries (the new size is ``size``)."""
-    key = keys[size]
-    node = nodes[size]
-    i = 0
+@nb.njit(nb.void(_F64[::1], _I64[::1], _I64[::1], _I64, _I64), cache=True, nogil=True)
+def _sift_down(value, heap, pos, size, i):  # pragma: no cover - compiled
+    """Move entry ``i`` of the indexed 4-ary max-heap of ``size`` entries towards the leaves."""
+    node = heap[i]
+    key = value[node]
     while True:
-        child = 2 * i + 1
-        if child >= size:
+        first = 4 * i + 1
+        if first >= size:
             break
-        if child + 1 < size and keys[child + 1] > keys[child]:
-            child += 1
-        if keys[child] <= key:
+        best = first
+        best_key = value[heap[first]]
+        last = min(first + 4, size)
+        for c in range(first + 1, last):
+            ck = value[heap[c]]
+            if ck > best_key:
+                best = c
+                best_key = ck
+        if best_key <= key:
             break
-        keys[i] = keys[child]
-        nodes[i] = nodes[child]
-        i = child
-    keys[i] = key
-    nodes[i] = node
+        heap[i] = heap[best]
+        pos[heap[i]] = i
+        i = best
+    heap[i] = node
+    pos[node] = i
 
 
-@nb.njit(_I64(_I64[::1], _I64[::1], nb.float32[::1], _F64, _F64[::1], _I64[::1],
-              _F64[::1], _I64[::1], nb.boolean[::1]),
+@nb.njit(_I64(_I64[::1], _I64[::1], nb.float32[::1], _F64, _F64[::1], _I64[::1], _I64[::1], _I64[::1]),
          cache=True, nogil=True)
-def max_plus_dijkstra(indptr, indices, weights, alpha, value, pred,
-                      heap_keys, heap_nodes, settled):  # pragma: no cover - compiled
-    """In place: ``value[v] <- max(value[v], max_u value[u] - alpha * D(u, v))`` to the fixed point.
+def max_plus_dijkstra(indptr, indices, weights, alpha, value, pred, heap, pos):  # pragma: no cover - compiled
+    """In place: ``value[v] <- max_w value[w] - alpha * dist(w, v)`` (max-plus Dijkstra).
 
-    ``value`` holds the initial scores (-inf where a node is no source); on return it holds
-    ``max_w value0[w] - alpha * dist(w, v)``. ``pred[v]`` is set to the node it was reached from, and
-    left untouched (the caller's -1) where the initial score won. Dijkstra is exact because
-    ``alpha * D >= 0``. Returns the number of heap pops (work counter for benchmarks).
+    ``value`` holds the initial scores (-inf where a node is no source); every finite one is a
+    source. ``pred[v]`` is set to the node v was last improved from and left untouched (the caller's
+    -1) where the initial score won. Exact because ``alpha * D >= 0``. An indexed 4-ary max-heap
+    with increase-key keeps at most one entry per node (``heap`` and ``pos`` are (N,) scratch
+    arrays; ``pos[v] = -1`` not queued, ``-2`` settled). Returns the number of nodes settled.
     """
     n = value.shape[0]
     size = 0
     for v in range(n):
-        settled[v] = False
         if value[v] > -np.inf:
-            _heap_push(heap_keys, heap_nodes, size, value[v], v)
+            heap[size] = v
+            pos[v] = size
             size += 1
-    pops = 0
+        else:
+            pos[v] = -1
+    for i in range((size - 2) // 4, -1, -1):  # Floyd's bottom-up heap construction, O(N)
+        _sift_down(value, heap, pos, size, i)
+    settled = 0
     while size > 0:
-        key = heap_keys[0]
-        u = heap_nodes[0]
+        u = heap[0]
         size -= 1
-        _heap_pop_into_root(heap_keys, heap_nodes, size)
-        pops += 1
-        if settled[u] or key < value[u]:
-            continue
-        settled[u] = True
+        if size > 0:
+            heap[0] = heap[size]
+            pos[heap[0]] = 0
+            _sift_down(value, heap, pos, size, 0)
+        pos[u] = -2
+        settled += 1
+        key = value[u]
         for e in range(indptr[u], indptr[u + 1]):
             v = indices[e]
-            if settled[v]:
+            p = pos[v]
+            if p == -2:
                 continue
             cand = key - alpha * np.float64(weights[e])
             if cand > value[v]:
                 value[v] = cand
                 pred[v] = u
-                _heap_push(heap_keys, heap_nodes, size, cand, v)
-                size += 1
-    return pops
+                if p == -1:
+                    heap[size] = v
+                    p = size
+                    size += 1
+                _sift_up(value, heap, pos, p)
+    return settled
 
 
 @nb.njit(nb.types.Tuple((_F64[::1], _I64[:, ::1]))(
@@ -111,18 +126,16 @@ def lmnav_dp(indptr, indices, weights, logp, start, alpha):  # pragma: no cover 
     """
     n = indptr.shape[0] - 1
     k = logp.shape[1]
-    e = indices.shape[0]
     pred = np.full((k + 1, n), -1, dtype=np.int64)
-    heap_keys = np.empty(n + e + 1, dtype=np.float64)
-    heap_nodes = np.empty(n + e + 1, dtype=np.int64)
-    settled = np.empty(n, dtype=np.bool_)
+    heap = np.empty(n, dtype=np.int64)
+    pos = np.empty(n, dtype=np.int64)
     q = np.full(n, -np.inf, dtype=np.float64)
     q[start] = 0.0
-    max_plus_dijkstra(indptr, indices, weights, alpha, q, pred[0], heap_keys, heap_nodes, settled)
+    max_plus_dijkstra(indptr, indices, weights, alpha, q, pred[0], heap, pos)
     for i in range(1, k + 1):
         for v in range(n):
             q[v] = q[v] + logp[v, i - 1]  # -inf stays -inf; a NaN was rejected by the wrapper
-        max_plus_dijkstra(indptr, indices, weights, alpha, q, pred[i], heap_keys, heap_nodes, settled)
+        max_plus_dijkstra(indptr, indices, weights, alpha, q, pred[i], heap, pos)
     return q, pred
 
 

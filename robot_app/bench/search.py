@@ -1,0 +1,83 @@
+"""``robot-app bench search``: numba walk search vs. pure Python (heapq) vs. scipy, on random graphs.
+
+Random geometric graphs (:func:`core.synthetic.random_geometric_graph`, mean degree ~6) of the given
+sizes, K landmarks with Dirichlet-random log-likelihoods; median wall time per plan over ``repeats``.
+Compile time is measured in a fresh interpreter with an empty numba cache (cold) and with the cache
+just written (warm load), so it is reported apart from planning time.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Callable
+
+import numpy as np
+
+_COMPILE_PROBE = "import time; t = time.perf_counter(); import core.search as s; s.warm_up(); print(time.perf_counter() - t)"
+
+
+def _median_time(fn: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def compile_times() -> dict[str, float]:
+    """Seconds to import + warm up the kernels: cold (empty cache) and warm (cache on disk)."""
+    out = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        for label in ("cold_s", "warm_s"):
+            res = subprocess.run([sys.executable, "-c", _COMPILE_PROBE], env=env, capture_output=True,
+                                 text=True, check=True)
+            out[label] = float(res.stdout.strip().splitlines()[-1])
+    return out
+
+
+def run(sizes=(1_000, 10_000, 100_000), *, landmarks: int = 5, repeats: int = 5, python_max_nodes: int = 10_000,
+        seed: int = 0, progress: Callable[[str], None] | None = None) -> dict:
+    """Run the benchmark; returns a JSON-ready dict (seconds, medians)."""
+    from core.search import DEFAULT_ALPHA, plan_walk, warm_up
+    from core.search_reference import dp_values_python, dp_values_scipy
+    from core.synthetic import random_geometric_graph
+
+    warm_up()
+    result = {"landmarks": landmarks, "repeats": repeats, "alpha": DEFAULT_ALPHA, "compile": compile_times(),
+              "sizes": []}
+    for n in sizes:
+        if progress:
+            progress(f"graph of {n} nodes")
+        indptr, indices, weights, _ = random_geometric_graph(n, degree=6, seed=seed)
+        rng = np.random.default_rng(seed)
+        logp = np.log(rng.dirichlet(np.ones(n), size=landmarks).T)
+        start = int(rng.integers(n))
+        args = (indptr, indices, weights, logp, start)
+        row = {"nodes": n, "edges": int(indices.size),
+               "numba_s": _median_time(lambda: plan_walk(*args, alpha=DEFAULT_ALPHA), repeats),
+               "scipy_s": _median_time(lambda: dp_values_scipy(*args, alpha=DEFAULT_ALPHA), max(1, repeats // 2))}
+        if n <= python_max_nodes:
+            row["python_s"] = _median_time(lambda: dp_values_python(*args, alpha=DEFAULT_ALPHA), 1)
+            row["speedup_vs_python"] = row["python_s"] / row["numba_s"]
+        row["speedup_vs_scipy"] = row["scipy_s"] / row["numba_s"]
+        result["sizes"].append(row)
+    return result
+
+
+def format_table(res: dict) -> str:
+    lines = [f"walk search, {res['landmarks']} landmarks, median of {res['repeats']} "
+             f"(numba compile: cold {res['compile']['cold_s']:.2f} s, cached {res['compile']['warm_s']:.2f} s)",
+             f"{'nodes':>8} {'edges':>8} {'numba ms':>10} {'scipy ms':>10} {'python ms':>10} {'x python':>9} {'x scipy':>8}"]
+    for r in res["sizes"]:
+        py = f"{r['python_s'] * 1e3:10.1f}" if "python_s" in r else f"{'-':>10}"
+        sp = f"{r['speedup_vs_python']:9.0f}" if "speedup_vs_python" in r else f"{'-':>9}"
+        lines.append(f"{r['nodes']:>8} {r['edges']:>8} {r['numba_s'] * 1e3:10.2f} {r['scipy_s'] * 1e3:10.1f} "
+                     f"{py} {sp} {r['speedup_vs_scipy']:8.1f}")
+    return "\n".join(lines)

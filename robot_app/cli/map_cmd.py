@@ -1,0 +1,128 @@
+"""``robot-app map info`` and ``robot-app map example``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from robot_app.cli import UsageError
+
+
+def register(sub, groups) -> None:
+    info = groups["map"].add_parser("info", help="counts, bounding box, edge statistics and models of a map")
+    info.add_argument("map", metavar="MAP", help="map file (SQLite)")
+    info.add_argument("--json", action="store_true", help="machine-readable output")
+    info.set_defaults(func=_info)
+    ex = groups["map"].add_parser(
+        "example", help="write the synthetic example map (street grid, landmark scores) for a first plan")
+    ex.add_argument("--out", required=True, metavar="DIR", help="folder for map.sqlite, scores.npy, landmarks.txt")
+    ex.add_argument("--landmarks", default="a stop sign; a white car; a glass building",
+                    help="landmarks (';'-separated) to score; see core.example_map.LANDMARKS")
+    ex.add_argument("--overwrite", action="store_true", help="replace an existing example in DIR")
+    ex.set_defaults(func=_example)
+
+
+def open_map_or_usage_error(path: str):
+    """Open a map for a CLI command; unreadable maps become a :class:`UsageError` (exit 2)."""
+    from core.mapstore import MapFormatError, open_map
+
+    try:
+        return open_map(path)
+    except (FileNotFoundError, MapFormatError) as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def map_summary(m) -> dict:
+    """Dictionary of counts, bounding box, edge statistics and models of an open map."""
+    import numpy as np
+
+    n, e = len(m.nodes), len(m.edges)
+    out = {"path": str(m.path), "format_version": m.metadata.get("format_version"), "nodes": n,
+           "edges": e, "images": m.image_count(), "embedding_models": m.embedding_models(),
+           "metadata": {k: v for k, v in m.metadata.items() if k != "format_version"}}
+    if n:
+        out["bbox"] = {"lat_min_deg": float(m.nodes.lat_deg.min()), "lat_max_deg": float(m.nodes.lat_deg.max()),
+                       "lon_min_deg": float(m.nodes.lon_deg.min()), "lon_max_deg": float(m.nodes.lon_deg.max()),
+                       "extent_east_m": float(np.ptp(m.nodes.easting_m)),
+                       "extent_north_m": float(np.ptp(m.nodes.northing_m)),
+                       "utm_zones": sorted({f"{z}{b}" for z, b in zip(m.nodes.utm_zone.tolist(), m.nodes.utm_band)})}
+        out["time_span_s"] = float(np.ptp(m.nodes.timestamp_s))
+    if e:
+        w = m.edges.weight_steps.astype(np.float64)
+        by_source = {}
+        for s in sorted(set(m.edges.source.tolist())):
+            ws = w[m.edges.source == s]
+            by_source[s] = {"count": int(ws.size), "mean_steps": float(ws.mean()), "max_steps": float(ws.max())}
+        deg = np.bincount(m.edges.src, minlength=n)
+        out["edge_stats"] = {"weight_min_steps": float(w.min()), "weight_median_steps": float(np.median(w)),
+                             "weight_max_steps": float(w.max()), "mean_out_degree": float(deg.mean()),
+                             "isolated_nodes": int(np.sum((deg == 0) & (np.bincount(m.edges.dst, minlength=n) == 0))),
+                             "by_source": by_source}
+        from scipy.sparse.csgraph import connected_components
+
+        from core.search import csr_graph
+
+        ncomp, _ = connected_components(csr_graph(*m.csr()), directed=True, connection="weak")
+        out["edge_stats"]["components"] = int(ncomp)
+    return out
+
+
+def _info(args, config) -> int:
+    with open_map_or_usage_error(args.map) as m:
+        s = map_summary(m)
+    if args.json:
+        print(json.dumps(s, indent=2))
+        return 0
+    print(f"map {s['path']} (format {s['format_version']})")
+    print(f"  nodes {s['nodes']}, edges {s['edges']} (directed rows), images {s['images']}")
+    if "bbox" in s:
+        b = s["bbox"]
+        print(f"  lat {b['lat_min_deg']:.6f} .. {b['lat_max_deg']:.6f} deg, lon {b['lon_min_deg']:.6f} .. "
+              f"{b['lon_max_deg']:.6f} deg ({b['extent_east_m']:.0f} m x {b['extent_north_m']:.0f} m, "
+              f"UTM {', '.join(b['utm_zones'])}), recorded over {s['time_span_s']:.0f} s")
+    if "edge_stats" in s:
+        es = s["edge_stats"]
+        print(f"  D per edge: min {es['weight_min_steps']:.1f}, median {es['weight_median_steps']:.1f}, "
+              f"max {es['weight_max_steps']:.1f} time steps; mean out-degree {es['mean_out_degree']:.2f}; "
+              f"{es['components']} connected component(s), {es['isolated_nodes']} isolated node(s)")
+        for src, st in es["by_source"].items():
+            print(f"    {src}: {st['count']} edges, mean {st['mean_steps']:.1f} steps")
+    print(f"  embedding models: {', '.join(s['embedding_models']) or 'none'}")
+    for k, v in s["metadata"].items():
+        print(f"  {k}: {json.dumps(v)}")
+    return 0
+
+
+def _example(args, config) -> int:
+    import numpy as np
+
+    from core.example_map import build_example, example_scores
+    from core.mapstore import MapWriter
+
+    landmarks = [t.strip() for t in args.landmarks.split(";") if t.strip()]
+    ex = build_example()
+    try:
+        logp, truth = example_scores(ex, landmarks)
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0])) from exc
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    map_path = out / "map.sqlite"
+    try:
+        writer = MapWriter.create(map_path, overwrite=args.overwrite,
+                                  metadata={"build": {"kind": "synthetic example (no images, no models)",
+                                                      "node_spacing_m": 3.0}})
+    except FileExistsError as exc:
+        raise UsageError(str(exc)) from exc
+    with writer as w:
+        w.add_nodes(timestamp_s=np.arange(len(ex.xy_m), dtype=np.float64), lat_deg=ex.lat_deg, lon_deg=ex.lon_deg)
+        w.add_edges(ex.edges[:, 0], ex.edges[:, 1], ex.weights_steps, source="gps")
+    np.save(out / "scores.npy", logp)
+    (out / "landmarks.txt").write_text("; ".join(landmarks) + "\n")
+    (out / "truth.json").write_text(json.dumps([sorted(t) for t in truth]) + "\n")
+    start = ex.corner_node[(0, 0)]
+    print(f"wrote {map_path} ({len(ex.xy_m)} nodes), {out / 'scores.npy'} {logp.shape}, {out / 'landmarks.txt'}")
+    print("plan a walk with:")
+    print(f"  robot-app plan --map {map_path} --start {start} --landmarks \"{'; '.join(landmarks)}\" "
+          f"--scores {out / 'scores.npy'} --plot {out / 'walk.png'}")
+    return 0
