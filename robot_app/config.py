@@ -52,7 +52,7 @@ class PlannerConfig:
     """LM-Nav walk search (LM-Nav Sec. 4.4, Alg. 1)."""
 
     planner: str = _opt("lmnav", choices=("lmnav", "max-likelihood"))
-    alpha: float = _opt(0.05, min=0.0, doc="weight per VNM time step against grounding log-probabilities")
+    alpha: float = _opt(0.005, min=0.0, doc="weight per VNM time step against grounding log-likelihoods (core.search)")
     logit_scale: float = _opt(100.0, min=0.0, doc="CLIP logit scale applied to cosine similarities")
     normalise: str = _opt("nodes", choices=("nodes", "landmarks"),
                           doc="softmax over the map's nodes per landmark (paper's P(i|t)) or over landmarks")

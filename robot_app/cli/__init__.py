@@ -36,9 +36,9 @@ GROUPS = {
 COMMAND_MODULES = (
     "robot_app.cli.config_cmd",
     "robot_app.cli.gps_cmd",
-    # "robot_app.cli.map_cmd",
-    # "robot_app.cli.plan_cmd",
-    # "robot_app.cli.bench_cmd",
+    "robot_app.cli.map_cmd",
+    "robot_app.cli.plan_cmd",
+    "robot_app.cli.bench_cmd",
 )
 
 
