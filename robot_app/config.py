@@ -106,6 +106,32 @@ class SerialConfig:
 
 
 @dataclass(frozen=True)
+class ModelsConfig:
+    """ONNX Runtime models (CLIP, VNM, text embedding) in ``[paths] models_dir``; see README "Models"."""
+
+    providers: list[str] = _opt(["CUDAExecutionProvider", "CPUExecutionProvider"],
+                                choices=("TensorrtExecutionProvider", "CUDAExecutionProvider",
+                                         "CPUExecutionProvider"),
+                                doc="onnxruntime execution providers in order of preference; ones this "
+                                    "build lacks are skipped, CPU is always the last resort")
+    intra_op_threads: int = _opt(0, min=0, max=64, doc="threads per operator; 0 = onnxruntime's choice")
+    clip_image_file: str = _opt("clip-image.onnx", doc="CLIP image encoder (file name in models_dir)")
+    clip_text_file: str = _opt("clip-text.onnx", doc="CLIP text encoder (file name in models_dir)")
+    vnm_file: str = _opt("vnm.onnx", doc="visual navigation model (file name in models_dir)")
+    text_embed_file: str = _opt("text-embed.onnx", doc="sentence embedding model (file name in models_dir)")
+    clip_prompt: str = _opt("This is a photo of {}", doc="CLIP prompt; {} is replaced by the landmark "
+                                                         "(LM-Nav App. A)")
+    clip_prompt_ensemble: list[str] = _opt([], doc="extra prompts averaged with clip_prompt (CLIP paper "
+                                                   "Sec. 3.1.4); each must contain {}")
+    landmark_min_cosine: float = _opt(0.2, min=-1.0, max=1.0,
+                                      doc="a landmark whose best node cosine is below this is flagged "
+                                          "as probably not in the map")
+    vnm_max_v_mps: float = _opt(0.4, min=0.01, max=5.0,
+                                doc="speed that scales VNM waypoints to metres: metres = normalised "
+                                    "* vnm_max_v_mps / the VNM frame rate (GNM deployment convention)")
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration; ``source`` is the file it came from (None for built-in defaults)."""
 
@@ -113,6 +139,7 @@ class Config:
     planner: PlannerConfig = field(default_factory=PlannerConfig)
     robot: RobotConfig = field(default_factory=RobotConfig)
     serial: SerialConfig = field(default_factory=SerialConfig)
+    models: ModelsConfig = field(default_factory=ModelsConfig)
     source: str | None = None
 
 
@@ -145,8 +172,10 @@ def _check_value(value: Any, fld: dataclasses.Field, hint: Any, where: str) -> A
         if not isinstance(value, list) or not all(ok(v) for v in value):
             raise ConfigError(f"{where}: expected a list of {item_type.__name__}, got {value!r}")
         value = [item_type(v) for v in value]
-    if meta.get("choices") is not None and value not in meta["choices"]:
-        raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(str, meta['choices']))}")
+    if meta.get("choices") is not None:
+        for item in (value if isinstance(value, list) else [value]):  # a list: each item must be a choice
+            if item not in meta["choices"]:
+                raise ConfigError(f"{where}: {item!r} is not one of {', '.join(map(str, meta['choices']))}")
     if meta.get("min") is not None and value < meta["min"]:
         raise ConfigError(f"{where}: {value!r} is below the minimum {meta['min']}")
     if meta.get("max") is not None and value > meta["max"]:

@@ -1,0 +1,148 @@
+"""ONNX Runtime sessions for the robot's models: provider choice, threads, warm-up, input checks.
+
+Sessions are built by :func:`open_session` from a model file whose sidecar has been verified
+(:mod:`models.sidecar`). The execution providers come from config (``[models] providers``), in order of
+preference; providers this onnxruntime build lacks are skipped with a log line, and the CPU provider is
+always the last resort. On a Jetson, NVIDIA's ``onnxruntime-gpu`` wheel (from the Jetson AI Lab / JetPack
+index, not PyPI) replaces the ``onnxruntime`` dependency and offers ``CUDAExecutionProvider`` and
+``TensorrtExecutionProvider``.
+
+``InferenceSession.run`` may be called from several threads at once (onnxruntime documents ``Run`` as
+thread-safe), so a model object can be shared by the asyncio process's worker threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from models.sidecar import ModelInvalid
+
+log = logging.getLogger(__name__)
+
+CPU = "CPUExecutionProvider"
+KNOWN_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider", CPU)
+
+# onnxruntime 1.16 (the oldest the robot supports) reads ONNX IR <= 9; the exporters pin opset 17.
+MAX_IR_VERSION = 9
+OPSET = 17
+
+
+def choose_providers(requested: Sequence[str], available: Sequence[str] | None = None) -> list[str]:
+    """The requested providers that this onnxruntime build has, in the requested order, CPU last.
+
+    Parameters
+    ----------
+    requested
+        Provider names in order of preference (config ``[models] providers``).
+    available
+        What the build offers (default: ``onnxruntime.get_available_providers()``).
+
+    Raises
+    ------
+    ValueError
+        A requested name is not one of :data:`KNOWN_PROVIDERS`.
+    """
+    if available is None:
+        import onnxruntime as ort
+
+        available = ort.get_available_providers()
+    chosen = []
+    for name in requested:
+        if name not in KNOWN_PROVIDERS:
+            raise ValueError(f"unknown onnxruntime provider {name!r} (known: {', '.join(KNOWN_PROVIDERS)})")
+        if name in available:
+            if name not in chosen:
+                chosen.append(name)
+        else:
+            log.info("onnxruntime provider %s is not in this build; skipped", name)
+    if CPU not in chosen:
+        chosen.append(CPU)
+    return chosen
+
+
+def open_session(model_path: str | os.PathLike, *, providers: Sequence[str] = (CPU,),
+                 intra_op_threads: int = 0):
+    """Create an ``onnxruntime.InferenceSession`` for ``model_path``.
+
+    Parameters
+    ----------
+    model_path
+        ONNX file (already verified against its sidecar).
+    providers
+        Preferred execution providers, see :func:`choose_providers`.
+    intra_op_threads
+        Threads of one operator; 0 lets onnxruntime pick (one per physical core).
+
+    Raises
+    ------
+    ModelInvalid
+        onnxruntime cannot load the file (corrupt, or an IR/opset newer than this build reads).
+    """
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if intra_op_threads:
+        opts.intra_op_num_threads = int(intra_op_threads)
+    opts.log_severity_level = 3
+    chosen = choose_providers(providers)
+    try:
+        sess = ort.InferenceSession(str(model_path), sess_options=opts, providers=chosen)
+    except Exception as exc:  # onnxruntime raises its own exception types (Fail, InvalidGraph, ...)
+        raise ModelInvalid(f"{model_path}: onnxruntime {ort.__version__} cannot load it: {exc}") from exc
+    log.info("opened %s with %s", Path(model_path).name, sess.get_providers())
+    return sess
+
+
+def check_session_io(sess, sidecar) -> None:
+    """Refuse a session whose input/output names differ from what its sidecar declares.
+
+    Raises
+    ------
+    ModelInvalid
+        Names differ (the ONNX file and the sidecar do not belong together).
+    """
+    got_in = [i.name for i in sess.get_inputs()]
+    got_out = [o.name for o in sess.get_outputs()]
+    want_in = [i["name"] for i in sidecar.inputs]
+    want_out = [o["name"] for o in sidecar.outputs]
+    if got_in != want_in or got_out != want_out:
+        raise ModelInvalid(f"{sidecar.model_path}: graph inputs {got_in} / outputs {got_out} differ from "
+                           f"its sidecar ({want_in} / {want_out})")
+
+
+def check_array(name: str, arr, *, ndim: int | None = None, shape: Sequence[int | None] | None = None,
+                dtype=None, lo: float | None = None, hi: float | None = None) -> np.ndarray:
+    """Validate one model input and return it as a C-contiguous array.
+
+    ``shape`` entries of ``None`` match any size. Raises :class:`ValueError` naming ``name``, the
+    expected and the actual shape / dtype / range; NaN or infinity in a float array is refused.
+    """
+    arr = np.asarray(arr)
+    if dtype is not None and arr.dtype != np.dtype(dtype):
+        raise ValueError(f"{name}: expected dtype {np.dtype(dtype)}, got {arr.dtype}")
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name}: expected {ndim} dimensions, got shape {arr.shape}")
+    if shape is not None:
+        if arr.ndim != len(shape) or any(s is not None and s != a for s, a in zip(shape, arr.shape)):
+            want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
+            raise ValueError(f"{name}: expected shape {want}, got {arr.shape}")
+    if arr.dtype.kind == "f" and arr.size and not np.isfinite(arr).all():
+        raise ValueError(f"{name}: contains NaN or infinity")
+    if arr.size and lo is not None and arr.min() < lo:
+        raise ValueError(f"{name}: value {arr.min()} below the allowed minimum {lo}")
+    if arr.size and hi is not None and arr.max() > hi:
+        raise ValueError(f"{name}: value {arr.max()} above the allowed maximum {hi}")
+    return np.ascontiguousarray(arr)
+
+
+def l2_normalise(x: np.ndarray, *, axis: int = -1, eps: float = 1e-12) -> np.ndarray:
+    """``x / max(||x||_2, eps)`` along ``axis``, as float32 (the normalisation open_clip applies)."""
+    x = np.asarray(x, dtype=np.float32)
+    n = np.linalg.norm(x, axis=axis, keepdims=True)
+    return (x / np.maximum(n, eps)).astype(np.float32, copy=False)

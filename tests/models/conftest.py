@@ -1,0 +1,32 @@
+"""Fixtures for the model tests: tiny real exports (torch on this workstation), made once per session."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+
+def _export_or_skip():
+    pytest.importorskip("torch", reason="the `export` extra (torch) is needed to make test models")
+    pytest.importorskip("onnx", reason="the `export` extra (onnx) is needed to make test models")
+
+
+@pytest.fixture(scope="session")
+def clip_export_dir(tmp_path_factory) -> Path:
+    """A tiny random-init open_clip ViT exported with the product's exporter (read-only: copy to modify)."""
+    _export_or_skip()
+    from models.export.clip_export import TINY_ARCH, export_clip
+
+    out = tmp_path_factory.mktemp("clip")
+    export_clip(out, arch=TINY_ARCH, pretrained="none")
+    return out
+
+
+@pytest.fixture
+def clip_dir(clip_export_dir, tmp_path) -> Path:
+    """A private copy of the tiny CLIP export that a test may damage."""
+    dst = tmp_path / "models"
+    shutil.copytree(clip_export_dir, dst)
+    return dst
