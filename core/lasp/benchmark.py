@@ -1,0 +1,129 @@
+"""The LASP benchmark: the paper's nine kitchen cases (Chen et al., RSS 2024, Tables I-III) run
+through :func:`core.lasp.loop.run_lasp` with a chosen diagnoser.
+
+A case directory holds ``cases.json`` (which files make each case), the oracle ``domain.pddl``,
+the environment problems, the robot's incomplete domain/problem per case and ``observations.json``
+(the environment's wording). Runs differ only by the environment's seed, i.e. by the wording of
+its observations.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from core.lasp.environment import SimulatedEnvironment
+from core.lasp.loop import LoopConfig, run_lasp
+from core.lasp.model import Task
+
+log = logging.getLogger(__name__)
+
+# Published LASP (GPT-4) success rates per case, Table II of the paper; and per task (Table III).
+PAPER_CASE_SUCCESS = {"1": 1.0, "2": 1.0, "3": 1.0, "4": 1.0, "5": 0.8, "6": 1.0, "7": 1.0,
+                      "8": 1.0, "9": 0.6}
+PAPER_TASK_SUCCESS = {"serve-fruit": 1.0, "store-fruit": 1.0, "heat-sandwich": 1.0,
+                      "heat-milk": 0.85}
+TASK_TEXT = {"serve-fruit": "Place a fruit on the plate.",
+             "store-fruit": "Store an apple in a closed fridge.",
+             "heat-sandwich": "Heat the sandwich and place it on a plate.",
+             "heat-milk": "Heat the milk and place it on the table."}
+
+
+class CaseError(ValueError):
+    """A case directory or manifest is missing or inconsistent."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark case: the robot's task, the environment's oracle task, wording, task name."""
+
+    case_id: str
+    task_name: str
+    robot_domain: str
+    robot_problem: str
+    env_domain: str
+    env_problem: str
+    templates: dict
+
+    def robot_task(self) -> Task:
+        return Task.from_pddl(self.robot_domain, self.robot_problem, where=f"case {self.case_id}")
+
+    def environment(self, seed: int) -> SimulatedEnvironment:
+        oracle = Task.from_pddl(self.env_domain, self.env_problem, where=f"case {self.case_id} env")
+        return SimulatedEnvironment(oracle, templates=self.templates, seed=seed)
+
+
+def load_cases(directory: str | Path) -> dict:
+    """Read ``cases.json`` and the files it names.
+
+    Raises
+    ------
+    CaseError
+        When the manifest or a file it names cannot be read.
+    """
+    d = Path(directory)
+    try:
+        manifest = json.loads((d / "cases.json").read_text(encoding="utf-8"))
+        env_domain = (d / manifest["domain"]).read_text(encoding="utf-8")
+        tp = d / "observations.json"
+        templates = json.loads(tp.read_text(encoding="utf-8")) if tp.exists() else {}
+        out = {}
+        for cid, c in manifest["cases"].items():
+            out[cid] = Case(cid, c["task"], (d / c["domain"]).read_text(encoding="utf-8"),
+                            (d / c["problem"]).read_text(encoding="utf-8"), env_domain,
+                            (d / c["env_problem"]).read_text(encoding="utf-8"), templates)
+    except (OSError, KeyError, json.JSONDecodeError) as exc:
+        raise CaseError(f"{d}: cannot load the LASP cases: {exc}") from exc
+    return out
+
+
+def evaluate(cases: dict, make_diagnoser: Callable, *, runs: int = 5,
+             config: LoopConfig | None = None, case_ids=None, progress=None) -> dict:
+    """Run every case ``runs`` times (seeds 0..runs-1) and summarise.
+
+    Parameters
+    ----------
+    make_diagnoser : callable
+        ``make_diagnoser() -> Diagnoser``, called once per run (fresh LLM-call counts).
+    progress : callable, optional
+        ``progress(case_id, seed, result)`` after each run.
+
+    Returns
+    -------
+    dict
+        ``{"cases": {id: {...}}, "tasks": {name: {...}}, "runs": runs, "paper": {...}}``; per case:
+        success_rate, failed_executions (mean per run), replans, llm_calls, planner_calls (means),
+        wall_s (mean), meets_paper.
+    """
+    config = config or LoopConfig()
+    per_case, per_task = {}, {}
+    for cid in (case_ids or sorted(cases, key=int)):
+        case = cases[cid]
+        rows = []
+        for seed in range(runs):
+            t0 = time.perf_counter()
+            res = run_lasp(case.robot_task(), case.environment(seed), make_diagnoser(), config,
+                           goal_text=TASK_TEXT.get(case.task_name, ""))
+            rows.append((res, time.perf_counter() - t0))
+            if progress:
+                progress(cid, seed, res)
+        n = len(rows)
+        mean = lambda f: sum(f(r) for r, _ in rows) / n  # noqa: E731
+        rate = mean(lambda r: 1.0 if r.success else 0.0)
+        per_case[cid] = {"task": case.task_name, "success_rate": rate,
+                         "failed_executions": mean(lambda r: r.failed_executions),
+                         "max_failed_executions": max(r.failed_executions for r, _ in rows),
+                         "replans": mean(lambda r: r.replans), "llm_calls": mean(lambda r: r.llm_calls),
+                         "planner_calls": mean(lambda r: r.planner_calls),
+                         "wall_s": sum(w for _, w in rows) / n,
+                         "paper_success_rate": PAPER_CASE_SUCCESS.get(cid),
+                         "meets_paper": rate >= PAPER_CASE_SUCCESS.get(cid, 0.0) - 1e-9,
+                         "failures": [r.reason for r, _ in rows if not r.success]}
+        per_task.setdefault(case.task_name, []).append(rate)
+    tasks = {t: {"success_rate": sum(v) / len(v), "paper_success_rate": PAPER_TASK_SUCCESS.get(t)}
+             for t, v in per_task.items()}
+    return {"runs": runs, "cases": per_case, "tasks": tasks}

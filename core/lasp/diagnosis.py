@@ -1,0 +1,291 @@
+"""Diagnosis of a failed action: the common interface, candidate generation, and the offline
+(no-LLM) diagnoser.
+
+LASP (Chen et al., RSS 2024, Sec. IV-B) asks an LLM for the cause of a failure, a missing
+precondition, missing properties and missing objects. The offline diagnoser replaces the LLM with
+search: it enumerates candidate preconditions over the failed action's parameters — literals over
+the robot's predicates and the properties the environment reports, their negations, and
+comparisons ``(<= f g)`` between numeric fluents — keeps those that are FALSE in the state where the
+action failed (a missing precondition must be violated there) and that were TRUE whenever the same
+action succeeded before (a precondition holds at every successful execution), and ranks them by the
+similarity between the failure observation and a description of each candidate. Objects the
+environment lists but the robot does not know are ranked the same way.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from core.lasp.model import GroundAction, State, Task, describe_name
+from core.lasp.similarity import Similarity, check_similarity_output, lexical_similarity
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An action that failed in execution, with what the robot observed."""
+
+    step: GroundAction
+    observation: str
+
+    @property
+    def key(self) -> str:
+        """Identity of the error: the ground action (the same error = the same action fails again)."""
+        return str(self.step)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One explanation of a failure.
+
+    ``kind`` is ``"precondition"`` (``pddl`` is a condition over the failed action's parameters;
+    ``new_properties`` are the environment properties it needs that the robot's domain lacks, whose
+    values come from the environment) or ``"object"`` (``pddl`` is an object name to add).
+    """
+
+    kind: str
+    pddl: str
+    action: str = ""
+    score: float = 0.0
+    new_properties: tuple = ()
+    description: str = ""
+    reasons: tuple = ()
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "pddl": self.pddl, "action": self.action,
+                "score": round(float(self.score), 4), "new_properties": list(self.new_properties),
+                "description": self.description, "reasons": list(self.reasons)}
+
+
+class Sensing(Protocol):
+    """What a diagnoser may ask the world (a :class:`~core.lasp.environment.SimulatedEnvironment`,
+    the robot's perception, or :class:`BeliefSensing`)."""
+
+    def properties(self) -> list: ...
+    def value(self, name: str, args) -> object: ...
+    def objects(self) -> dict: ...
+    def describe_object(self, name: str) -> str: ...
+
+
+class BeliefSensing:
+    """Sensing answered from the robot's own model and belief state (no environment at hand:
+    ``robot-app lasp diagnose`` without ``--env-domain``)."""
+
+    def __init__(self, task: Task, state: State):
+        from core.lasp.environment import SimulatedEnvironment
+
+        self._env = SimulatedEnvironment(task)
+        self._env.state = state
+
+    def properties(self) -> list:
+        return self._env.properties()
+
+    def value(self, name: str, args) -> object:
+        return self._env.value(name, args)
+
+    def objects(self) -> dict:
+        return self._env.objects()
+
+    def describe_object(self, name: str) -> str:
+        return self._env.describe_object(name)
+
+
+@dataclass
+class DiagnosisContext:
+    """Everything a diagnoser may use about one failure.
+
+    ``history`` holds ``(step, belief state before it)`` for every action that succeeded so far;
+    ``goal_text`` is the task in words when known (for the LLM prompts).
+    """
+
+    task: Task
+    state: State
+    failure: Failure
+    sensing: Sensing
+    history: list = field(default_factory=list)
+    goal_text: str = ""
+
+
+class Diagnoser(Protocol):
+    """Behind this interface: :class:`OfflineDiagnoser` and the LLM diagnoser (models.lasp_llm)."""
+
+    name: str
+    llm_calls: int
+
+    def diagnose(self, ctx: DiagnosisContext) -> list:
+        """Ranked precondition candidates (best first)."""
+
+    def rank_objects(self, ctx: DiagnosisContext, cause: Candidate) -> list:
+        """Ranked object candidates to add when the planner finds no plan after ``cause``."""
+
+
+# ---------------------------------------------------------------------------- candidate space
+@dataclass(frozen=True)
+class _Prop:
+    name: str
+    numeric: bool
+    param_types: tuple
+    description: str
+    known: bool
+
+
+def _properties(task: Task, sensing: Sensing) -> list:
+    known = {f.name for f in task.problem.fluents}
+    out = [_Prop(f.name, not f.type.is_bool_type(), tuple(p.type.name for p in f.signature),
+                 task.describe(f.name), True) for f in task.problem.fluents]
+    for p in sensing.properties():
+        if p.name not in known:
+            out.append(_Prop(p.name, p.numeric, tuple(p.param_types),
+                             p.description or describe_name(p.name), False))
+    return out
+
+
+def _value(task: Task, state: State, sensing: Sensing, prop: _Prop, objs: tuple):
+    """Value of ``prop`` on ``objs``: robot belief for known fluents (None if ill-typed), the
+    environment's report for the others."""
+    if prop.known:
+        for o, t in zip(objs, prop.param_types):
+            if not task.is_subtype(task.object_type(o), t):
+                return None
+        atom = (prop.name, objs)
+        return state.get(atom) if prop.numeric else state.holds(atom)
+    return sensing.value(prop.name, objs)
+
+
+def _atom_text(prop: _Prop, params: tuple) -> str:
+    return "(" + " ".join((prop.name,) + tuple("?" + p for p in params)) + ")"
+
+
+def _atom_words(prop: _Prop, objs: tuple) -> str:
+    return f"{prop.description} ({' '.join(objs)})"
+
+
+def enumerate_preconditions(ctx: DiagnosisContext, *, max_arity: int = 3) -> list:
+    """All candidate preconditions that are false where the action failed (unscored).
+
+    Returns
+    -------
+    list of (Candidate, checker) where ``checker(state, binding)`` evaluates the candidate on
+    known fluents only (None when it needs environment-only properties).
+    """
+    task, step = ctx.task, ctx.failure.step
+    binding = task.binding(step.name, step.args)
+    params = tuple(binding)  # parameter names in order
+    existing = set(task.precondition_texts(step.name))
+    props = [p for p in _properties(task, ctx.sensing) if len(p.param_types) <= max_arity]
+    out = []
+    terms = []
+    for prop in props:
+        for combo in itertools.permutations(params, len(prop.param_types)):
+            objs = tuple(binding[p] for p in combo)
+            v = _value(task, ctx.state, ctx.sensing, prop, objs)
+            if v is None:
+                continue
+            atom = _atom_text(prop, combo)
+            if prop.numeric:
+                terms.append((prop, combo, objs, float(v), atom))
+                continue
+            pddl = f"(not {atom})" if v else atom
+            words = ("it is not so that " if v else "") + _atom_words(prop, objs)
+            if pddl not in existing:
+                out.append(Candidate("precondition", pddl, step.name,
+                                     new_properties=() if prop.known else (prop.name,),
+                                     description=words))
+    for (p1, c1, o1, v1, a1), (p2, c2, o2, v2, a2) in itertools.permutations(terms, 2):
+        if p1.name == p2.name or not v1 > v2 + 1e-9:
+            continue
+        pddl = f"(<= {a1} {a2})"
+        if pddl in existing:
+            continue
+        new = tuple(p.name for p in (p1, p2) if not p.known)
+        words = (f"{_atom_words(p1, o1)} must be at most, not exceed, {_atom_words(p2, o2)}; "
+                 f"now {v1:g} is above {v2:g}")
+        out.append(Candidate("precondition", pddl, step.name, new_properties=new, description=words))
+    return out
+
+
+def consistent_with_history(task: Task, cand: Candidate, history: Sequence) -> bool:
+    """False when the candidate (over known fluents only) was false at an earlier successful
+    execution of the same action: a true precondition held every time the action succeeded."""
+    if cand.new_properties:
+        return True
+    from core.lasp.sexpr import build_fnode, parse_sexpr
+
+    action = task.action(cand.action)
+    node = build_fnode(parse_sexpr(cand.pddl), task.problem, {p.name: p for p in action.parameters})
+    for step, state in history:
+        if step.name != cand.action:
+            continue
+        if not task.evaluate(node, state, task.binding(step.name, step.args)):
+            return False
+    return True
+
+
+def unknown_objects(ctx: DiagnosisContext) -> list:
+    """Objects the world lists whose type the robot knows but which its problem lacks."""
+    known_types = {t.name for t in ctx.task.problem.user_types}
+    return [o for o, t in ctx.sensing.objects().items()
+            if not ctx.task.problem.has_object(o) and t in known_types]
+
+
+class OfflineDiagnoser:
+    """Diagnosis without an LLM: search over candidate preconditions ranked by text similarity.
+
+    Parameters
+    ----------
+    similarity : callable
+        ``similarity(queries, candidates) -> (Q, C)`` array; :func:`lexical_similarity` by default
+        (the application passes the MiniLM embedding similarity when the model is installed).
+    max_candidates : int
+        How many ranked candidates :meth:`diagnose` returns.
+    """
+
+    name = "offline"
+
+    def __init__(self, similarity: Similarity | None = None, *, max_candidates: int = 12):
+        self.similarity = similarity or lexical_similarity
+        self.max_candidates = max_candidates
+        self.llm_calls = 0
+
+    def _scores(self, query: str, texts: list) -> np.ndarray:
+        if not texts:
+            return np.zeros(0)
+        sim = check_similarity_output(self.similarity([query], texts), 1, len(texts))
+        return sim[0]
+
+    def diagnose(self, ctx: DiagnosisContext) -> list:
+        """Ranked candidate preconditions (see module doc)."""
+        cands = [c for c in enumerate_preconditions(ctx)
+                 if consistent_with_history(ctx.task, c, ctx.history)]
+        scores = self._scores(ctx.failure.observation, [c.description for c in cands])
+        ranked = []
+        for c, s in zip(cands, scores):
+            reasons = [f"false in the state where {ctx.failure.step} failed",
+                       f"similarity {s:.2f} between the observation and: {c.description}"]
+            if any(h[0].name == c.action for h in ctx.history) and not c.new_properties:
+                reasons.append(f"held every time {c.action} succeeded before")
+            for p in c.new_properties:
+                reasons.append(f"new property {p}: values reported by the environment's {p}")
+            ranked.append(Candidate(c.kind, c.pddl, c.action, float(s), c.new_properties,
+                                    c.description, tuple(reasons)))
+        # Stable tie-break: fewer new properties first, then the PDDL text.
+        ranked.sort(key=lambda c: (-round(c.score, 6), len(c.new_properties), c.pddl))
+        return ranked[: self.max_candidates]
+
+    def rank_objects(self, ctx: DiagnosisContext, cause: Candidate) -> list:
+        """Unknown objects ranked by similarity to the observation and the cause's description."""
+        objs = unknown_objects(ctx)
+        texts = [ctx.sensing.describe_object(o) for o in objs]
+        query = f"{ctx.failure.observation} {cause.description} {ctx.goal_text}"
+        scores = self._scores(query, texts)
+        out = [Candidate("object", o, cause.action, float(s), (), t,
+                         (f"listed by the environment, unknown to the robot; similarity {s:.2f}",))
+               for o, s, t in zip(objs, scores, texts)]
+        out.sort(key=lambda c: (-c.score, c.pddl))
+        return out

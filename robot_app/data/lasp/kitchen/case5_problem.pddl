@@ -1,0 +1,25 @@
+; Robot's problem for LASP case 5: env2_heat_milk.pddl without what the robot does not know (cases.json).
+(define (problem heat-milk)
+  (:domain kitchen)
+  (:objects
+    robot1 - robot
+    milk - liquid
+    microwave fridge - receptacle
+    table - surface
+    glove plate sandwich bottle knife - item)
+  (:init
+    (is-empty-handed robot1)
+    (= (lift-capacity robot1) 3) (= (tolerance-temperature robot1) 45)
+    (is-microwave microwave)
+    (can-support table) (can-support plate)
+    (on glove table) (on plate table) (on knife table)
+    (in sandwich fridge) (in bottle fridge)
+    (liquid-in milk bottle)
+    (is-heat-insulation glove)
+    (is-microwave-safe plate) (is-microwave-safe sandwich)
+    (= (weight glove) 0.1) (= (weight plate) 0.5) (= (weight sandwich) 0.3)
+    (= (weight bottle) 1.1) (= (weight knife) 0.1)
+    (= (temperature glove) 20) (= (temperature plate) 20)
+    (= (temperature sandwich) 4) (= (temperature bottle) 4) (= (temperature knife) 20)
+    (= (liquid-temperature milk) 4))
+  (:goal (and (liquid-heated milk) (exists (?o - item) (and (liquid-in milk ?o) (on ?o table))))))
