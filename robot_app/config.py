@@ -252,7 +252,7 @@ def default_config_toml() -> str:
             doc = f.metadata.get("doc") or ""
             choices = f.metadata.get("choices")
             if choices:
-                doc = (doc + "; " if doc else "") + "one of " + ", ".join(choices)
+                doc = (doc + "; " if doc else "") + "one of " + ", ".join(map(str, choices))
             lines.append(f"{f.name} = {_toml_value(default)}" + (f"  # {doc}" if doc else ""))
     return "\n".join(lines) + "\n"
 
