@@ -132,6 +132,24 @@ class ModelsConfig:
 
 
 @dataclass(frozen=True)
+class LaspConfig:
+    """LASP task planning with incomplete PDDL knowledge (Chen et al., RSS 2024; README "Task planning")."""
+
+    engine: str = _opt("kairos", choices=("kairos", "enhsp"), doc="symbolic planner (enhsp needs Java)")
+    planner_timeout_s: float = _opt(10.0, min=0.1, max=600.0, doc="time limit of one planner call")
+    diagnoser: str = _opt("auto", choices=("auto", "llm", "offline"),
+                          doc="auto: the LLM when llm.gguf is installed, else the offline diagnoser")
+    max_depth: int = _opt(6, min=1, max=50, doc="recursion depth of refine_and_replan (Algorithm 1)")
+    max_failures_per_error: int = _opt(2, min=1, max=20,
+                                       doc="failed executions allowed per distinct error, the first included")
+    max_llm_calls: int = _opt(60, min=1, max=10000, doc="LLM calls allowed per run")
+    max_objects_tried: int = _opt(6, min=0, max=100, doc="objects the object expander may try per reason")
+    llm_max_tokens: int = _opt(96, min=8, max=2048, doc="token limit of one LLM answer")
+    knowledge_file: str = _opt("", doc="learned knowledge (PDDL diff) loaded before and saved after each "
+                                       "run; empty = none")
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration; ``source`` is the file it came from (None for built-in defaults)."""
 
@@ -140,6 +158,7 @@ class Config:
     robot: RobotConfig = field(default_factory=RobotConfig)
     serial: SerialConfig = field(default_factory=SerialConfig)
     models: ModelsConfig = field(default_factory=ModelsConfig)
+    lasp: LaspConfig = field(default_factory=LaspConfig)
     source: str | None = None
 
 
