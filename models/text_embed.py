@@ -1,0 +1,130 @@
+"""Sentence embeddings on ONNX Runtime (all-MiniLM-L6-v2): semantic similarity for LASP.
+
+``text-embed.onnx`` (from ``robot-app models export-text-embed``) maps token ids to a (B, 384)
+float32 L2-normalised sentence embedding (mean pooling over real tokens, as sentence-transformers'
+all-MiniLM-L6-v2 pipeline; Reimers & Gurevych 2019, Sec. 3). The WordPiece tokenizer runs in the
+``tokenizers`` library from the exported ``text-embed-tokenizer.json``; texts longer than the model's
+256 tokens are truncated (as sentence-transformers does). Cosine similarity of two texts is the dot
+product of their embeddings.
+
+Without the file, :func:`open_text_embedder` raises :class:`ModelMissing`; LASP then falls back to
+lexical similarity (DESIGN.md, Fallbacks).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from models.onnx_common import CPU, check_session_io, l2_normalise, open_session
+from models.sidecar import ModelMissing, read_sidecar
+
+log = logging.getLogger(__name__)
+
+DEFAULT_FILE = "text-embed.onnx"
+
+
+class TextEmbedder:
+    """Sentence encoder (thread-safe). Use :func:`open_text_embedder`.
+
+    Attributes
+    ----------
+    dim : int
+        D, embedding size (384 for all-MiniLM-L6-v2).
+    max_tokens : int
+        Longest token sequence the model sees; longer texts are truncated.
+    """
+
+    def __init__(self, session, tokenizer, *, sidecar, batch_size: int = 64):
+        self._sess = session
+        self._tok = tokenizer
+        self.dim = int(sidecar.params["embed_dim"])
+        self.max_tokens = int(sidecar.params["max_tokens"])
+        self.model_id = f"text-embed:{sidecar.architecture}:{sidecar.sha256[:12]}"
+        self.batch_size = int(batch_size)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Texts -> (N, D) float32, L2-normalised rows.
+
+        Raises
+        ------
+        ValueError
+            ``texts`` is a bare string or holds a non-string.
+        """
+        if isinstance(texts, str):
+            raise ValueError("texts: expected a list of strings, got one string")
+        for j, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise ValueError(f"texts[{j}]: expected a string, got {type(t).__name__}")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            chunk = list(texts[start:start + self.batch_size])
+            encs = self._tok.encode_batch(chunk)
+            feeds = {
+                "input_ids": np.array([e.ids for e in encs], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in encs], dtype=np.int64),
+                "token_type_ids": np.array([e.type_ids for e in encs], dtype=np.int64),
+            }
+            (emb,) = self._sess.run(None, feeds)
+            out[start:start + len(chunk)] = l2_normalise(emb)
+        return out
+
+    def similarity(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        """(len(a), len(b)) float32 cosine similarities in [-1, 1]."""
+        return self.embed(a) @ self.embed(b).T
+
+    def warm_up(self) -> None:
+        """One inference at start so the first real call does not pay for allocation."""
+        self.embed(["warm up"])
+
+
+def open_text_embedder(models_dir: str | os.PathLike, *, config=None, warm_up: bool = True) -> TextEmbedder:
+    """Open and verify ``text-embed.onnx`` (file name from ``[models] text_embed_file``) in ``models_dir``.
+
+    Parameters
+    ----------
+    models_dir
+        Folder with the model, its sidecar and tokenizer.
+    config
+        ``Config`` or ``ModelsConfig`` (providers, threads, file name); ``None``: defaults, CPU.
+
+    Raises
+    ------
+    ModelMissing
+        ``text-embed.onnx`` (or its sidecar / tokenizer) is absent; the message says how to provision it.
+    ModelTampered, ModelInvalid
+        sha256 mismatch; unreadable or inconsistent files.
+    """
+    from tokenizers import Tokenizer
+
+    mc = getattr(config, "models", config)
+    path = Path(models_dir) / getattr(mc, "text_embed_file", DEFAULT_FILE)
+    sc = read_sidecar(path, kind="text-embed")
+    sess = open_session(path, providers=getattr(mc, "providers", [CPU]),
+                        intra_op_threads=getattr(mc, "intra_op_threads", 0))
+    check_session_io(sess, sc)
+    tok = Tokenizer.from_file(str(sc.extra_path(sc.params["tokenizer"])))
+    tok.no_padding()
+    tok.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest text of the batch
+    tok.enable_truncation(max_length=int(sc.params["max_tokens"]))
+    model = TextEmbedder(sess, tok, sidecar=sc)
+    if warm_up:
+        model.warm_up()
+    return model
+
+
+def check_reference(model: TextEmbedder, reference_npz: str | os.PathLike) -> dict:
+    """Rerun the exporter's reference texts; returns ``ids_equal`` and ``max_abs`` vs sentence-transformers."""
+    with np.load(reference_npz) as ref:
+        texts = [str(t) for t in ref["texts"]]
+        encs = model._tok.encode_batch(texts)
+        ids = np.array([e.ids for e in encs], dtype=np.int64)
+        return {"ids_equal": bool(np.array_equal(ids, ref["input_ids"])),
+                "max_abs": float(np.abs(model.embed(texts) - ref["embeddings"]).max())}
+
+
+__all__ = ["ModelMissing", "TextEmbedder", "check_reference", "open_text_embedder"]
