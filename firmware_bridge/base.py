@@ -1,0 +1,306 @@
+"""Host side of the Jackal base MCU link (rosserial over USB serial), as rosserial_server does it.
+
+Session (JACKAL_PROTOCOL.md "Base MCU link"): send "request topics" (empty frame on topic 0) and
+repeat every 1 s until the device has announced its required endpoints (``feedback``, ``status``
+publishers; ``cmd_drive`` subscriber); answer each time request (topic 10) with the host time; decode
+each topic by the type and md5 it announced, checked against the expected type (a mismatch is a
+:class:`~firmware_bridge.errors.ProtocolMismatch` naming the topic, raised from :meth:`recv`). A link
+that stays silent for ``handshake_timeout_s`` is dropped and reopened (stalled device); a vanished
+port is reopened with backoff. On :meth:`close`: ``Drive(MODE_NONE)`` then tx-stop.
+
+Drive path: :meth:`JackalBase.set_velocity` stores ``(v m/s, omega rad/s)``; a 50 Hz loop clips it to
+the speed and acceleration limits, converts it to wheel rad/s (jackal_control kinematics) and sends
+``jackal_msgs/Drive`` in MODE_VELOCITY. A command older than ``cmd_timeout_s`` (0.25 s, the stock
+``cmd_vel_timeout``) is replaced by zero; an e-stop (software :meth:`estop`, or the MCU reporting its
+external stop loop open) latches zero until :meth:`reset_estop`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import math
+import struct
+import time
+
+from firmware_bridge import ros1
+from firmware_bridge.driver import SerialDriver
+from firmware_bridge.errors import EStopLatched, FrameError, LinkLost, ProtocolMismatch
+from firmware_bridge.kinematics import VelocityLimiter, twist_to_wheels
+from firmware_bridge.nmea import NmeaDecoder
+from firmware_bridge.readings import BaseStatus, ImuReading, WheelFeedback, WheelState
+from firmware_bridge.rosserial import (REQUEST_TOPICS, TOPIC_LOG, TOPIC_PUBLISHER, TOPIC_SUBSCRIBER,
+                                       TOPIC_TIME, TX_STOP, FrameDecoder, encode_frame)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["JackalBase", "DEVICE_PUBLISHERS", "DEVICE_SUBSCRIBERS"]
+
+DEVICE_PUBLISHERS = {"status": ros1.Status, "feedback": ros1.Feedback, "imu/data_raw": ros1.Imu,
+                     "imu/mag": ros1.MagneticField, "navsat/nmea_sentence": ros1.Sentence}
+DEVICE_SUBSCRIBERS = {"cmd_drive": ros1.Drive, "wifi_connected": ros1.Bool}
+REQUIRED_PUBLISHERS = ("feedback", "status")
+REQUIRED_SUBSCRIBERS = ("cmd_drive",)
+_ROS_LOG_LEVELS = {1: logging.DEBUG, 2: logging.INFO, 4: logging.WARNING, 8: logging.ERROR, 16: logging.CRITICAL}
+
+
+class JackalBase(SerialDriver):
+    """Jackal base MCU driver. Readings: :class:`WheelFeedback`, :class:`BaseStatus`,
+    :class:`ImuReading` (``imu/data_raw`` and ``imu/mag``), GPS fixes from ``navsat/nmea_sentence``.
+
+    Parameters
+    ----------
+    port : str
+        ``/dev/jackal`` on the robot.
+    robot : robot_app.config.RobotConfig-like
+        Anything with ``wheel_radius_m``, ``wheel_separation_m``, ``max_v_mps``, ``max_accel_mps2``,
+        ``max_omega_radps``, ``max_alpha_radps2``, ``control_rate_hz``, ``cmd_timeout_s``.
+    baud : int
+        115200 on the Jackal.
+    handshake_timeout_s : float
+        Silence after which the session is dropped and the port reopened (rosserial_server: 5 s).
+    nmea : NmeaDecoder, optional
+        Decoder for ``navsat/nmea_sentence``.
+    **kwargs
+        Passed to :class:`~firmware_bridge.driver.SerialDriver`.
+    """
+
+    name = "jackal-base"
+
+    def __init__(self, port: str, *, robot, baud: int = 115200, handshake_timeout_s: float = 5.0,
+                 nmea: NmeaDecoder | None = None, wifi_connected: bool = False, **kwargs) -> None:
+        super().__init__(port, baud=baud, **kwargs)
+        self.robot = robot
+        self.handshake_timeout_s = handshake_timeout_s
+        self.nmea = nmea or NmeaDecoder()
+        self.wifi_connected = wifi_connected
+        self.frames = FrameDecoder()
+        self._limiter = VelocityLimiter(max_v_mps=robot.max_v_mps, max_omega_radps=robot.max_omega_radps,
+                                        max_accel_mps2=robot.max_accel_mps2, max_alpha_radps2=robot.max_alpha_radps2)
+        self._cmd = (0.0, 0.0, -math.inf)  # v, omega, monotonic time
+        self._estop_reason: str | None = None
+        self._stale_logged = False
+        self.frame_errors: dict[str, int] = {}
+        self.tick_times: collections.deque = collections.deque(maxlen=5000)  # monotonic send times
+        self.last_drive: ros1.Drive | None = None
+        self._reset_session()
+
+    # -- public drive API -------------------------------------------------------------------------
+    def set_velocity(self, v_mps: float, omega_radps: float) -> None:
+        """Command body velocity (m/s forward, rad/s CCW); it must be renewed within ``cmd_timeout_s``.
+
+        Raises
+        ------
+        EStopLatched
+            While the e-stop latch is set.
+        ValueError
+            For NaN or infinite values.
+        """
+        if not (math.isfinite(v_mps) and math.isfinite(omega_radps)):
+            raise ValueError(f"velocity command must be finite, got v={v_mps}, omega={omega_radps}")
+        if self._estop_reason is not None:
+            raise EStopLatched(f"drive command refused: e-stop latched ({self._estop_reason}); call reset_estop()")
+        self._cmd = (float(v_mps), float(omega_radps), time.monotonic())
+
+    def estop(self, reason: str = "software e-stop") -> None:
+        """Latch zero velocity now; only :meth:`reset_estop` clears it."""
+        if self._estop_reason is None:
+            log.warning("%s: e-stop latched: %s", self.name, reason)
+        self._estop_reason = self._estop_reason or reason
+        self._cmd = (0.0, 0.0, -math.inf)
+        self._limiter.reset()
+
+    def reset_estop(self) -> None:
+        """Clear the e-stop latch.
+
+        Raises
+        ------
+        EStopLatched
+            If the MCU's latest status still reports the external stop loop open.
+        """
+        st = self.latest(BaseStatus)
+        if st is not None and st.estop_stopped:
+            raise EStopLatched("cannot reset: the hardware e-stop is still engaged")
+        self._estop_reason = None
+        self._cmd = (0.0, 0.0, -math.inf)
+        log.info("%s: e-stop reset", self.name)
+
+    @property
+    def estop_latched(self) -> bool:
+        return self._estop_reason is not None
+
+    @property
+    def topics(self) -> dict:
+        """Negotiated endpoints: ``{"publishers": {id: name}, "subscribers": {name: id}}``."""
+        return {"publishers": {k: v[0] for k, v in self._pubs.items()}, "subscribers": dict(self._subs)}
+
+    # -- session ----------------------------------------------------------------------------------
+    def _reset_session(self) -> None:
+        self._pubs: dict[int, tuple] = {}   # topic id -> (name, message class)
+        self._subs: dict[str, int] = {}     # name -> topic id
+        self._mismatch_reported: set = set()
+        self._last_rx = time.monotonic()
+        self.frames.clear()
+
+    def _handshake_done(self) -> bool:
+        names = {v[0] for v in self._pubs.values()}
+        return all(n in names for n in REQUIRED_PUBLISHERS) and all(n in self._subs for n in REQUIRED_SUBSCRIBERS)
+
+    async def _session(self) -> None:
+        self._reset_session()
+        self._write(REQUEST_TOPICS)
+        last_request = last_wifi = time.monotonic()
+        drive = None
+        try:
+            while True:
+                await asyncio.sleep(0.05)
+                now = time.monotonic()
+                if now - self._last_rx > self.handshake_timeout_s:
+                    raise LinkLost(f"{self.name}: no valid frame from {self.port} for "
+                                   f"{self.handshake_timeout_s} s (stalled device)")
+                if not self._handshake_done():
+                    if now - last_request >= 1.0:
+                        self._write(REQUEST_TOPICS)
+                        last_request = now
+                    continue
+                if drive is None:
+                    log.info("%s: handshake done: %s", self.name, self.topics)
+                    drive = asyncio.get_running_loop().create_task(self._drive_loop(), name="jackal-drive")
+                    self._connected.set()
+                if now - last_wifi >= 1.0 and "wifi_connected" in self._subs:
+                    self._write(encode_frame(self._subs["wifi_connected"], ros1.Bool(self.wifi_connected).serialize()))
+                    last_wifi = now
+        finally:
+            self._connected.clear()
+            if drive is not None:
+                drive.cancel()
+                try:
+                    await drive
+                except asyncio.CancelledError:
+                    pass
+
+    async def _drive_loop(self) -> None:
+        period = 1.0 / self.robot.control_rate_hz
+        loop = asyncio.get_running_loop()
+        t_next = loop.time()
+        last = time.monotonic()
+        while True:
+            t_next += period
+            delay = t_next - loop.time()
+            if delay < -period:  # fell far behind (suspend, debugger): re-anchor, do not burst
+                t_next = loop.time()
+                delay = 0.0
+            await asyncio.sleep(max(delay, 0.0))
+            now = time.monotonic()
+            self._send_drive(now, now - last)
+            last = now
+
+    def _send_drive(self, now: float, dt_s: float) -> None:
+        if self._closing:  # close() has sent MODE_NONE and tx-stop: nothing more
+            return
+        v_cmd, w_cmd, t_cmd = self._cmd
+        if self._estop_reason is not None:
+            self._limiter.reset()
+            v, w = 0.0, 0.0
+        else:
+            if now - t_cmd > self.robot.cmd_timeout_s:
+                if not self._stale_logged and t_cmd > -math.inf:
+                    log.warning("%s: no drive command for %.2f s: stopping", self.name, now - t_cmd)
+                self._stale_logged = True
+                v_cmd = w_cmd = 0.0
+            else:
+                self._stale_logged = False
+            v, w = self._limiter.step(v_cmd, w_cmd, dt_s)
+        left, right = twist_to_wheels(v, w, wheel_radius_m=self.robot.wheel_radius_m,
+                                      wheel_separation_m=self.robot.wheel_separation_m)
+        msg = ros1.Drive(ros1.Drive.MODE_VELOCITY, left, right)
+        if self._write(encode_frame(self._subs["cmd_drive"], msg.serialize())):
+            self.last_drive = msg
+            self.tick_times.append(now)
+
+    async def _goodbye(self) -> None:
+        if "cmd_drive" in self._subs:
+            self._write(encode_frame(self._subs["cmd_drive"], ros1.Drive(ros1.Drive.MODE_NONE, 0.0, 0.0).serialize()))
+        self._write(TX_STOP)
+        await asyncio.sleep(0.02)  # let the transport flush before the port closes
+
+    # -- receive ----------------------------------------------------------------------------------
+    def _on_bytes(self, data: bytes, t_mono_s: float) -> None:
+        for frame in self.frames.feed(data):
+            self._last_rx = t_mono_s
+            tid = frame.topic_id
+            if tid == TOPIC_TIME:
+                self._write(encode_frame(TOPIC_TIME, ros1.Time.from_seconds(time.time()).serialize()))
+            elif tid in (TOPIC_PUBLISHER, TOPIC_SUBSCRIBER):
+                self._on_topic_info(tid, frame.payload)
+            elif tid == TOPIC_LOG:
+                self._on_log(frame.payload)
+            elif tid in self._pubs:
+                name, cls = self._pubs[tid]
+                try:
+                    msg = cls.deserialize(frame.payload)
+                except FrameError as exc:
+                    self.frame_errors[name] = self.frame_errors.get(name, 0) + 1
+                    log.debug("%s: topic %r: %s", self.name, name, exc)
+                    continue
+                self._on_message(name, msg, t_mono_s)
+
+    def _on_topic_info(self, kind: int, payload: bytes) -> None:
+        try:
+            info = ros1.TopicInfo.deserialize(payload)
+        except FrameError as exc:
+            self.frame_errors["topic_info"] = self.frame_errors.get("topic_info", 0) + 1
+            log.debug("%s: bad TopicInfo: %s", self.name, exc)
+            return
+        table = DEVICE_PUBLISHERS if kind == TOPIC_PUBLISHER else DEVICE_SUBSCRIBERS
+        expected = table.get(info.topic_name) or ros1.MESSAGE_TYPES.get(info.message_type)
+        if expected is None:
+            log.info("%s: ignoring unknown topic %r of type %s", self.name, info.topic_name, info.message_type)
+            return
+        if info.message_type != expected.TYPE or info.md5sum != expected.MD5:
+            key = (info.topic_name, info.message_type, info.md5sum)
+            if key not in self._mismatch_reported:
+                self._mismatch_reported.add(key)
+                self._report(ProtocolMismatch(
+                    f"topic {info.topic_name!r}: device announced {info.message_type} md5 {info.md5sum}, "
+                    f"expected {expected.TYPE} md5 {expected.MD5}"))
+            return
+        if kind == TOPIC_PUBLISHER:
+            self._pubs[info.topic_id] = (info.topic_name, expected)
+        else:
+            self._subs[info.topic_name] = info.topic_id
+
+    def _on_log(self, payload: bytes) -> None:
+        if len(payload) < 5:
+            return
+        (n,) = struct.unpack_from("<I", payload, 1)
+        text = payload[5:5 + n].decode("utf-8", "replace")
+        log.log(_ROS_LOG_LEVELS.get(payload[0], logging.INFO), "%s (MCU): %s", self.name, text)
+
+    def _on_message(self, name: str, msg, t: float) -> None:
+        if name == "feedback":
+            ws = [WheelState(d.measured_velocity, d.measured_travel, d.current, d.duty_cycle,
+                             d.bridge_temperature, d.motor_temperature, d.driver_fault) for d in msg.drivers]
+            self._publish(WheelFeedback(t, ws[0], ws[1], msg.pcb_temperature, msg.mcu_temperature,
+                                        msg.commanded_mode, msg.actual_mode))
+        elif name == "status":
+            st = BaseStatus(t, msg.hardware_id, msg.mcu_uptime[0] + msg.mcu_uptime[1] * 1e-9, msg.measured_battery,
+                            msg.measured_12v, msg.measured_5v, msg.drive_current, msg.total_current,
+                            msg.drivers_active, msg.driver_external_stop_present, msg.driver_external_stop_stopped)
+            if st.estop_stopped:
+                self.estop("hardware e-stop reported by the MCU")
+            self._publish(st)
+        elif name == "imu/data_raw":
+            q = None if msg.orientation_covariance[0] == -1.0 else msg.orientation
+            self._publish(ImuReading(t, msg.header.frame_id, msg.angular_velocity, msg.linear_acceleration, q,
+                                     source="mcu"))
+        elif name == "imu/mag":
+            self._publish(ImuReading(t, msg.header.frame_id, magnetic_field_t=msg.magnetic_field, source="mcu"))
+        elif name == "navsat/nmea_sentence":
+            reading = self.nmea.decode_line(msg.sentence, t)
+            if reading is not None:
+                self._publish(reading)
+
+    def _on_disconnect(self) -> None:
+        self._limiter.reset()

@@ -1,0 +1,212 @@
+"""JackalBase driver <-> simulated MCU over real virtual serial ports (pty pairs)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from firmware_bridge import ros1
+from firmware_bridge.base import JackalBase
+from firmware_bridge.errors import BridgeTimeout, EStopLatched, ProtocolMismatch
+from firmware_bridge.readings import BaseStatus, GpsFix, GpsNoFix, ImuReading, WheelFeedback
+from firmware_bridge.sim.mcu import PUBLISHERS, JackalMcuSim
+from firmware_bridge.sim.plant import KinematicPlant
+from firmware_bridge.sim.vport import VirtualPort
+from robot_app.config import RobotConfig
+
+ROBOT = RobotConfig()
+
+
+def _pair(tmp_path, **sim_kwargs):
+    port = VirtualPort(tmp_path / "jackal")
+    sim = JackalMcuSim(port, KinematicPlant(), **sim_kwargs)
+    drv = JackalBase(str(tmp_path / "jackal"), robot=ROBOT, handshake_timeout_s=1.0,
+                     reconnect_min_s=0.05, reconnect_max_s=0.2)
+    return sim, drv
+
+
+async def _wait_for(pred, timeout_s=3.0):
+    end = time.monotonic() + timeout_s
+    while not pred():
+        if time.monotonic() > end:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.01)
+
+
+def test_handshake_readings_and_shutdown(tmp_path, arun):
+    async def body():
+        sim, drv = _pair(tmp_path)
+        async with sim:
+            async with drv:
+                await drv.wait_connected(3.0)
+                assert drv.topics["subscribers"]["cmd_drive"] == 105
+                kinds = set()
+                while len(kinds) < 4:
+                    kinds.add(type(await drv.recv(timeout_s=2.0)))
+                assert {WheelFeedback, ImuReading, GpsFix} <= kinds
+                await _wait_for(lambda: drv.latest(BaseStatus) is not None, 2.0)
+                st = drv.latest(BaseStatus)
+                assert st.hardware_id == "jackal-sim" and st.battery_v == pytest.approx(26.5)
+                r = await drv.recv(timeout_s=1.0)
+                assert r.t_mono_s <= time.monotonic()
+            # close(): MODE_NONE then tx-stop reached the MCU
+            await _wait_for(lambda: sim.tx_stops == 1, 1.0)
+            assert sim.drive_log[-1][1].mode == ros1.Drive.MODE_NONE
+            assert not sim.configured
+    arun(body)
+
+
+def test_drive_command_reaches_wheels_and_watchdog_stops(tmp_path, arun):
+    async def body():
+        sim, drv = _pair(tmp_path)
+        async with sim, drv:
+            await drv.wait_connected(3.0)
+            t_end = time.monotonic() + 0.5
+            while time.monotonic() < t_end:
+                drv.set_velocity(0.5, 0.2)
+                await asyncio.sleep(0.05)
+            l, r = sim.wheel_cmd
+            assert sim.drive_mode == ros1.Drive.MODE_VELOCITY
+            assert l == pytest.approx((0.5 - 0.2 * ROBOT.wheel_separation_m / 2) / ROBOT.wheel_radius_m, rel=1e-5)
+            assert r == pytest.approx((0.5 + 0.2 * ROBOT.wheel_separation_m / 2) / ROBOT.wheel_radius_m, rel=1e-5)
+            await _wait_for(lambda: abs(sim.plant.state().v_mps - 0.5) < 0.01, 2.0)
+            fb = drv.latest(WheelFeedback, max_age_s=0.2)
+            assert fb.left.velocity_radps == pytest.approx(l, rel=0.05)
+            # silence: the host watchdog sends zero within 0.3 s of the last command
+            t_last = time.monotonic()
+            drv.set_velocity(0.5, 0.2)
+            await _wait_for(lambda: sim.drive_log[-1][1].left == 0.0 and sim.drive_log[-1][1].right == 0.0, 1.0)
+            t_zero = next(t for t, m in sim.drive_log if t > t_last and m.left == 0.0 and m.right == 0.0)
+            assert t_zero - t_last < 0.3
+    arun(body)
+
+
+def test_speed_and_acceleration_limits(tmp_path, arun):
+    async def body():
+        sim, drv = _pair(tmp_path)
+        async with sim, drv:
+            await drv.wait_connected(3.0)
+            t0 = time.monotonic()
+            for _ in range(20):
+                drv.set_velocity(10.0, -10.0)
+                await asyncio.sleep(0.02)
+            sent = [(t, m) for t, m in sim.drive_log if t > t0]
+            # never above the speed limits (wheel rad/s of max_v and max_omega)
+            lim = (ROBOT.max_v_mps + ROBOT.max_omega_radps * ROBOT.wheel_separation_m / 2) / ROBOT.wheel_radius_m
+            assert max(abs(m.left) for _, m in sent) <= lim + 1e-3
+            # the first commands ramp (20 m/s^2 at 50 Hz = 0.4 m/s per tick)
+            first = sent[0][1]
+            v_first = (first.left + first.right) / 2 * ROBOT.wheel_radius_m
+            assert 0.0 < v_first <= 0.4 * 1.5 + 1e-6
+            with pytest.raises(ValueError):
+                drv.set_velocity(float("nan"), 0.0)
+    arun(body)
+
+
+def test_estop_latch_software_and_hardware(tmp_path, arun):
+    async def body():
+        sim, drv = _pair(tmp_path)
+        async with sim, drv:
+            await drv.wait_connected(3.0)
+            drv.set_velocity(1.0, 0.0)
+            await asyncio.sleep(0.1)
+            drv.estop()
+            t_stop = time.monotonic()
+            with pytest.raises(EStopLatched):
+                drv.set_velocity(1.0, 0.0)
+            await _wait_for(lambda: any(t > t_stop and m.left == 0.0 for t, m in sim.drive_log), 0.5)
+            drv.reset_estop()
+            drv.set_velocity(0.2, 0.0)
+            # the hardware stop loop opens: the driver latches on the MCU's status
+            sim.estop_engaged = True
+            await _wait_for(lambda: drv.estop_latched, 2.5)
+            with pytest.raises(EStopLatched, match="still engaged"):
+                drv.reset_estop()
+            sim.estop_engaged = False
+            await _wait_for(lambda: not drv.latest(BaseStatus).estop_stopped, 2.5)
+            drv.reset_estop()
+            drv.set_velocity(0.2, 0.0)
+    arun(body)
+
+
+def test_reconnect_after_port_vanishes_and_returns(tmp_path, arun):
+    async def body():
+        sim, drv = _pair(tmp_path)
+        async with sim, drv:
+            await drv.wait_connected(3.0)
+            sim.unplug()
+            await _wait_for(lambda: not drv.connected, 2.0)
+            await asyncio.sleep(0.3)  # a few failed reopen attempts with backoff
+            sim.replug()
+            await drv.wait_connected(3.0)
+            assert drv.sessions >= 2 and sim.handshakes >= 2
+            await drv.recv(timeout_s=1.0)
+    arun(body)
+
+
+def test_stalled_device_is_dropped_and_recovered(tmp_path, arun):
+    async def body():
+        sim, drv = _pair(tmp_path)
+        async with sim, drv:
+            await drv.wait_connected(3.0)
+            sim.stalled = True
+            await _wait_for(lambda: not drv.connected, 3.0)
+            sim.stalled = False
+            await drv.wait_connected(4.0)
+            assert drv.sessions >= 2
+    arun(body)
+
+
+def test_faults_garbage_drops_and_noise_do_not_break_the_link(tmp_path, arun):
+    async def body():
+        sim, drv = _pair(tmp_path, seed=3)
+        async with sim, drv:
+            await drv.wait_connected(3.0)
+            sim.drop_probability, sim.noise_probability = 0.2, 0.002
+            await sim.inject_garbage(500)
+            n0 = drv.frames.stats.frames
+            await asyncio.sleep(1.0)
+            assert drv.frames.stats.frames - n0 > 30
+            assert drv.frames.stats.dropped_bytes >= 500
+            assert drv.connected
+    arun(body)
+
+
+def test_gps_dropout_and_recovery_over_mcu(tmp_path, arun):
+    async def body():
+        sim, drv = _pair(tmp_path)
+        async with sim, drv:
+            await drv.wait_connected(3.0)
+            await _wait_for(lambda: drv.latest(GpsFix, max_age_s=0.5) is not None)
+            sim.gps_dropout = True
+            await _wait_for(lambda: drv.latest(GpsFix, max_age_s=0.5) is None, 2.0)
+            assert drv.latest(GpsNoFix, max_age_s=0.5) is not None
+            sim.gps_dropout = False
+            await _wait_for(lambda: drv.latest(GpsFix, max_age_s=0.5) is not None, 2.0)
+    arun(body)
+
+
+def test_md5_mismatch_is_an_error_naming_the_topic(tmp_path, arun):
+    class WrongFeedback(ros1.Feedback):
+        MD5 = "0" * 32
+
+    async def body():
+        pubs = tuple((i, n, WrongFeedback if n == "feedback" else c) for i, n, c in PUBLISHERS)
+        sim, drv = _pair(tmp_path, publishers=pubs)
+        async with sim, drv:
+            with pytest.raises(ProtocolMismatch, match="'feedback'"):
+                await drv.recv(timeout_s=2.0)
+            with pytest.raises(BridgeTimeout):
+                await drv.wait_connected(0.3)
+    arun(body)
+
+
+def test_missing_port_keeps_retrying_then_times_out(tmp_path, arun):
+    async def body():
+        drv = JackalBase(str(tmp_path / "nothing"), robot=ROBOT, reconnect_min_s=0.05, reconnect_max_s=0.1)
+        async with drv:
+            with pytest.raises(BridgeTimeout, match="cannot open"):
+                await drv.wait_connected(0.3)
+    arun(body)
