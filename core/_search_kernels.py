@@ -111,14 +111,115 @@ def max_plus_dijkstra(indptr, indices, weights, alpha, value, pred, heap, pos): 
     return settled
 
 
+@nb.njit(_I64(_I64[::1], _I64[::1], nb.float32[::1], _F64, _F64, _I64, _F64[::1], _I64[::1],
+              _I64[::1], _I64[::1], _I64[::1], _I64[::1], _I64[::1], nb.boolean[::1]),
+         cache=True, nogil=True)
+def max_plus_buckets(indptr, indices, weights, alpha, delta, n_circ, value, pred,
+                     order, counts, circ_head, ent_node, ent_next, settled):  # pragma: no cover - compiled
+    """Same result as :func:`max_plus_dijkstra`, with bucket queues instead of a heap.
+
+    Buckets of width ``delta <= alpha * min(D)`` over non-loop edges (Dial's / Dinitz's rule): two
+    keys in one bucket differ by less than any edge cost, so a bucket's nodes settle in any order and
+    the result stays exact. Sources are counting-sorted into static buckets; improved nodes go to a
+    circular array of ``n_circ > alpha * max(D) / delta + 1`` buckets. O(N + E + buckets scanned).
+
+    Scratch: ``order`` (N,), ``counts`` (>= static buckets + 1,), ``circ_head`` (n_circ,),
+    ``ent_node``/``ent_next`` (E + 1,), ``settled`` (N,). Returns the number of nodes settled, or
+    -1 when the value range needs more static buckets than ``counts`` holds or the scan would exceed
+    its work limit (``value``/``pred`` are then partly updated: the caller reruns the heap version on
+    a copy of the initial values).
+    """
+    n = value.shape[0]
+    top = -np.inf
+    bottom = np.inf
+    for v in range(n):
+        settled[v] = False
+        x = value[v]
+        if x > -np.inf:
+            if x > top:
+                top = x
+            if x < bottom:
+                bottom = x
+    if top == -np.inf:
+        return 0
+    n_static = np.int64((top - bottom) / delta) + 1
+    if n_static + 1 > counts.shape[0]:
+        return -1
+    for b in range(n_static + 1):
+        counts[b] = 0
+    for v in range(n):
+        if value[v] > -np.inf:
+            counts[np.int64((top - value[v]) / delta) + 1] += 1
+    for b in range(n_static):
+        counts[b + 1] += counts[b]
+    for v in range(n):
+        if value[v] > -np.inf:
+            b = np.int64((top - value[v]) / delta)
+            order[counts[b]] = v
+            counts[b] += 1
+    # counts[b] is now the end of static bucket b; its start is counts[b - 1] (0 for b = 0)
+    for c in range(n_circ):
+        circ_head[c] = -1
+    n_ent = 0
+    pending = 0
+    done = 0
+    limit = 64 * (n + indices.shape[0]) + n_static
+    b = 0
+    while b < n_static or pending > 0:
+        if b > limit:
+            return -1
+        lo = counts[b - 1] if b > 0 else 0
+        hi = counts[b] if b < n_static else lo
+        slot = b % n_circ
+        e_head = circ_head[slot]
+        circ_head[slot] = -1
+        j = lo
+        while j < hi or e_head != -1:
+            if j < hi:
+                u = order[j]
+                j += 1
+            else:
+                u = ent_node[e_head]
+                e_head = ent_next[e_head]
+                pending -= 1
+            if settled[u]:
+                continue
+            settled[u] = True
+            done += 1
+            key = value[u]
+            for e in range(indptr[u], indptr[u + 1]):
+                v = indices[e]
+                if settled[v]:
+                    continue
+                cand = key - alpha * np.float64(weights[e])
+                if cand > value[v]:
+                    value[v] = cand
+                    pred[v] = u
+                    bb = np.int64((top - cand) / delta)
+                    if bb <= b:  # rounding at a bucket edge; never the current bucket
+                        bb = b + 1
+                    s2 = bb % n_circ
+                    ent_node[n_ent] = v
+                    ent_next[n_ent] = circ_head[s2]
+                    circ_head[s2] = n_ent
+                    n_ent += 1
+                    pending += 1
+        b += 1
+    return done
+
+
 @nb.njit(nb.types.Tuple((_F64[::1], _I64[:, ::1]))(
-    _I64[::1], _I64[::1], nb.float32[::1], _F64[:, ::1], _I64, _F64),
+    _I64[::1], _I64[::1], nb.float32[::1], _F64[:, ::1], _I64, _F64, _F64, _I64),
     cache=True, nogil=True)
-def lmnav_dp(indptr, indices, weights, logp, start, alpha):  # pragma: no cover - compiled
+def lmnav_dp(indptr, indices, weights, logp, start, alpha, delta, n_circ):  # pragma: no cover - compiled
     """LM-Nav Algorithm 1 dynamic programme over K landmarks.
 
     ``Q(0, v) = -alpha * dist(start, v)``;
     ``Q(i, v) = max(Q(i-1, v) + logp[v, i-1], max_u Q(i, u) - alpha * D(u, v))``.
+
+    Each relaxation uses :func:`max_plus_buckets` when ``delta > 0`` (bucket width, at most alpha x
+    the smallest non-loop D; ``n_circ`` circular buckets) and falls back to :func:`max_plus_dijkstra`
+    when ``delta == 0`` or the buckets give up.
 
     Returns ``(q_last, pred)``: ``q_last`` (N,) = Q(K, .), and ``pred`` (K+1, N) int64 where
     ``pred[i, v] = u`` means Q(i, v) was reached over the edge u -> v, and ``-1`` means Q(i, v) came
@@ -126,16 +227,32 @@ def lmnav_dp(indptr, indices, weights, logp, start, alpha):  # pragma: no cover 
     """
     n = indptr.shape[0] - 1
     k = logp.shape[1]
+    n_edges = indices.shape[0]
     pred = np.full((k + 1, n), -1, dtype=np.int64)
     heap = np.empty(n, dtype=np.int64)
     pos = np.empty(n, dtype=np.int64)
+    counts = np.empty(8 * n + 1024 if delta > 0 else 1, dtype=np.int64)
+    circ_head = np.empty(max(n_circ, 1), dtype=np.int64)
+    ent_node = np.empty(n_edges + 1, dtype=np.int64)
+    ent_next = np.empty(n_edges + 1, dtype=np.int64)
+    settled = np.empty(n, dtype=np.bool_)
+    init = np.empty(n, dtype=np.float64)
     q = np.full(n, -np.inf, dtype=np.float64)
     q[start] = 0.0
-    max_plus_dijkstra(indptr, indices, weights, alpha, q, pred[0], heap, pos)
-    for i in range(1, k + 1):
-        for v in range(n):
-            q[v] = q[v] + logp[v, i - 1]  # -inf stays -inf; a NaN was rejected by the wrapper
-        max_plus_dijkstra(indptr, indices, weights, alpha, q, pred[i], heap, pos)
+    for i in range(k + 1):
+        if i > 0:
+            for v in range(n):
+                q[v] = q[v] + logp[v, i - 1]  # -inf stays -inf; a NaN was rejected by the wrapper
+        done = -1
+        if delta > 0:
+            init[:] = q
+            done = max_plus_buckets(indptr, indices, weights, alpha, delta, n_circ, q, pred[i],
+                                    heap, counts, circ_head, ent_node, ent_next, settled)
+            if done < 0:
+                q[:] = init
+                pred[i, :] = -1
+        if done < 0:
+            max_plus_dijkstra(indptr, indices, weights, alpha, q, pred[i], heap, pos)
     return q, pred
 
 

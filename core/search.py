@@ -198,7 +198,8 @@ def plan_walk(indptr, indices, weights, landmark_logp, start, *, alpha: float = 
     k = logp.shape[1]
     if k == 0:
         return WalkResult(np.array([start], dtype=np.int64), np.zeros(0, dtype=np.int64), 0.0, 0.0)
-    q_last, pred = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(start), alpha)
+    delta, n_circ = _bucket_width(indices, weights, alpha, indptr)
+    q_last, pred = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(start), alpha, delta, n_circ)
     end = int(np.argmax(q_last))
     objective = float(q_last[end])
     if not np.isfinite(objective):
@@ -207,6 +208,21 @@ def plan_walk(indptr, indices, weights, landmark_logp, start, *, alpha: float = 
     nodes, positions = kern.reconstruct_walk(pred, np.int64(end), np.int64(start))
     length = walk_length(nodes, indptr, indices, weights)
     return WalkResult(nodes, positions, objective, length)
+
+
+def _bucket_width(indices, weights, alpha, indptr) -> tuple[float, int]:
+    """Bucket width (alpha x smallest non-loop D) and circular bucket count for the bucket kernel;
+    ``(0.0, 0)`` selects the heap kernel (zero-weight edges, alpha = 0, or a D range too wide)."""
+    n = indptr.shape[0] - 1
+    src = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    w = weights[src != indices]
+    if w.size == 0 or alpha == 0.0 or float(w.min()) == 0.0:
+        return 0.0, 0
+    w_min, w_max = float(w.min()), float(w.max())
+    n_circ = int(w_max / w_min) + 3
+    if n_circ > 4 * n + 1024:
+        return 0.0, 0
+    return alpha * w_min, n_circ
 
 
 def plan_max_likelihood(indptr, indices, weights, landmark_logp, start, *,

@@ -201,7 +201,7 @@ class WorkerLlm(LlmClient):
         try:
             parent.send(self._load_kwargs)
             ready = self._receive(self._load_timeout_s, what="loading the model")
-        except (LlmError, OSError) as exc:
+        except (LlmError, OSError) as exc:  # LlmTimeout is both LlmError and OSError
             self._kill()
             if isinstance(exc, LlmError):
                 raise
@@ -214,15 +214,16 @@ class WorkerLlm(LlmClient):
 
     def _receive(self, timeout_s: float, *, what: str) -> dict:
         try:
-            if not self._conn.poll(timeout_s):
-                raise LlmTimeout(f"LLM worker gave no answer within {timeout_s:.1f} s while {what}")
-            return self._conn.recv()
-        except (EOFError, OSError, ConnectionError) as exc:
+            answered = self._conn.poll(timeout_s)
+            if answered:
+                return self._conn.recv()
+        except (EOFError, OSError) as exc:
             try:
                 code = self._proc.wait(timeout=2.0)
             except subprocess.TimeoutExpired:
                 code = None
             raise LlmError(f"LLM worker died while {what} (exit code {code})") from exc
+        raise LlmTimeout(f"LLM worker gave no answer within {timeout_s:.1f} s while {what}")
 
     def _alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -251,7 +252,7 @@ class WorkerLlm(LlmClient):
             self._conn.send(request)
             response = self._receive(float(request.get("timeout_s", 30.0)) + self.hard_grace_s,
                                      what="answering a request")
-        except (LlmError, OSError, ValueError) as exc:
+        except (LlmError, OSError, ValueError) as exc:  # LlmTimeout is both LlmError and OSError
             self._failures += 1
             self._kill()
             if isinstance(exc, LlmError):

@@ -187,3 +187,30 @@ def test_minus_inf_everywhere_but_one_node_forces_that_node():
     r = plan_walk(indptr, indices, weights, logp, 0)
     if r.ok:
         assert r.landmark_nodes.tolist() == [17]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bucket_and_heap_kernels_agree(seed):
+    from core import _search_kernels as kern
+    from core.search import _bucket_width
+
+    indptr, indices, weights, _ = random_geometric_graph(500, degree=6, seed=seed)
+    rng = np.random.default_rng(seed)
+    logp = np.ascontiguousarray(np.log(rng.dirichlet(np.ones(500), size=3).T))
+    delta, n_circ = _bucket_width(indices, weights, 0.01, indptr)
+    assert delta > 0  # this graph takes the bucket kernel
+    q_b, _ = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(7), 0.01, delta, n_circ)
+    q_h, _ = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(7), 0.01, 0.0, 0)
+    np.testing.assert_allclose(q_b, q_h, rtol=1e-12)
+
+
+def test_bucket_kernel_gives_up_cleanly_on_a_huge_value_range():
+    # one node far more likely than the rest: (range / delta) exceeds the static bucket budget
+    from core import _search_kernels as kern
+
+    indptr, indices, weights, _ = random_geometric_graph(50, degree=6, seed=1)
+    logp = np.full((50, 1), -1e6)
+    logp[3, 0] = 0.0
+    q_b, _ = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(0), 0.01, 1e-6, 10)
+    q_h, _ = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(0), 0.01, 0.0, 0)
+    np.testing.assert_allclose(q_b, q_h)
