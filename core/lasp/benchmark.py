@@ -127,3 +127,79 @@ def evaluate(cases: dict, make_diagnoser: Callable, *, runs: int = 5,
     tasks = {t: {"success_rate": sum(v) / len(v), "paper_success_rate": PAPER_TASK_SUCCESS.get(t)}
              for t, v in per_task.items()}
     return {"runs": runs, "cases": per_case, "tasks": tasks}
+
+
+def run_bench(cases: dict, *, repeats: int = 5, config: LoopConfig | None = None,
+              case_ids=("2", "3", "5")) -> dict:
+    """Time the parts of a replanning round on real failures of the given cases.
+
+    For each case: parse the robot's PDDL, plan, execute until the first failure, then time
+    ``repeats`` replanning rounds from that failure: diagnosis (offline, lexical similarity) plus
+    the refining step of the first-ranked reason (knowledge edit, planner call(s), object expansion
+    when needed). Planner-only time is reported apart.
+
+    Returns
+    -------
+    dict
+        ``{case_id: {"parse_ms", "plan_ms", "diagnose_ms", "round_ms", "round_planner_calls"}}``
+        with medians over the repeats (milliseconds).
+    """
+    import statistics
+
+    from core.lasp.diagnosis import OfflineDiagnoser
+    from core.lasp.loop import LaspRun
+    from core.lasp.planner import solve
+
+    config = config or LoopConfig()
+    out = {}
+    for cid in case_ids:
+        case = cases[cid]
+        t0 = time.perf_counter()
+        task = case.robot_task()
+        parse_ms = (time.perf_counter() - t0) * 1000
+        plan_ms = []
+        for _ in range(repeats):
+            plan_ms.append(solve(task, engine=config.engine, timeout_s=config.planner_timeout_s).wall_s * 1000)
+        run = LaspRun(task, case.environment(0), OfflineDiagnoser(), config)
+        plan = run._plan(run.knowledge, "bench")
+        error = run._execute(plan)
+        if error is None:
+            out[cid] = {"parse_ms": parse_ms, "plan_ms": statistics.median(plan_ms),
+                        "note": "the first plan did not fail"}
+            continue
+        diag_ms, round_ms, calls = [], [], []
+        for _ in range(repeats):
+            t1 = time.perf_counter()
+            ctx = run._context(error)
+            reasons = run.diagnoser.diagnose(ctx)
+            t2 = time.perf_counter()
+            before = run.planner_calls
+            refined = run._refining_step(reasons[0], ctx)
+            t3 = time.perf_counter()
+            diag_ms.append((t2 - t1) * 1000)
+            round_ms.append((t3 - t1) * 1000)
+            calls.append(run.planner_calls - before)
+            if refined is None:
+                break
+        out[cid] = {"task": case.task_name, "failed_action": error.key,
+                    "parse_ms": round(parse_ms, 1), "plan_ms": round(statistics.median(plan_ms), 1),
+                    "diagnose_ms": round(statistics.median(diag_ms), 1),
+                    "round_ms": round(statistics.median(round_ms), 1),
+                    "round_planner_calls": int(statistics.median(calls)),
+                    "candidates_ranked": len(reasons)}
+    return out
+
+
+def format_bench(res: dict) -> str:
+    """A text table of :func:`run_bench` results."""
+    lines = [f"{'case':>4} {'parse ms':>9} {'plan ms':>8} {'diagnose ms':>11} {'round ms':>9} "
+             f"{'planner calls':>13}  failed action"]
+    for cid, r in res.items():
+        if "round_ms" not in r:
+            lines.append(f"{cid:>4} {r['parse_ms']:>9.1f} {r['plan_ms']:>8.1f}  ({r['note']})")
+            continue
+        lines.append(f"{cid:>4} {r['parse_ms']:>9.1f} {r['plan_ms']:>8.1f} {r['diagnose_ms']:>11.1f} "
+                     f"{r['round_ms']:>9.1f} {r['round_planner_calls']:>13}  {r['failed_action']}")
+    lines.append("round = diagnosis + refining step (knowledge edit, planner calls, object expansion); "
+                 "medians")
+    return "\n".join(lines)

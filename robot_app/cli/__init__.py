@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "robot_app.cli.map_cmd",
     "robot_app.cli.plan_cmd",
     "robot_app.cli.bench_cmd",
+    "robot_app.cli.lasp_cmd",
 )
 
 
