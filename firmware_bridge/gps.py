@@ -43,4 +43,4 @@ class NmeaGps(SerialDriver):
             self._publish(reading)
 
     def _on_disconnect(self) -> None:
-        self.decoder._splitter.flush()
+        self.decoder.reset_stream()

@@ -200,6 +200,15 @@ class NmeaDecoder:
                 out.append(r)
         return out
 
+    def reset_stream(self) -> None:
+        """Forget an unfinished line (after a reconnect); counters and fix context are kept."""
+        self._splitter.flush()
+
+    def finish(self, t_mono_s: float | None = None) -> list:
+        """Decode a last line that had no line end (end of a file)."""
+        out = [self.decode_line(ln, t_mono_s) for ln in self._splitter.flush()]
+        return [r for r in out if r is not None]
+
     def decode_line(self, line: bytes | str, t_mono_s: float | None = None):
         """Decode one sentence; returns a :class:`GpsFix`, a :class:`GpsNoFix` or None."""
         t = time.monotonic() if t_mono_s is None else t_mono_s
