@@ -150,6 +150,26 @@ class LaspConfig:
 
 
 @dataclass(frozen=True)
+class LlmConfig:
+    """Local LLM (llama.cpp) for landmark extraction and LASP; README "Landmark extraction"."""
+
+    model_file: str = _opt("llm.gguf", doc="GGUF model (file name in models_dir); missing = rule-based parser")
+    n_ctx: int = _opt(2048, min=256, max=131072, doc="context window, tokens (prompt + answer)")
+    n_threads: int = _opt(1, min=1, max=64, doc="CPU threads; 1 on a busy 2-core machine (llama.cpp spin-waits)")
+    n_gpu_layers: int = _opt(0, min=-1, max=1000, doc="layers offloaded to the GPU (CUDA build); -1 = all")
+    seed: int = _opt(0, min=0, max=2**31 - 1, doc="sampling seed (temperature 0 is greedy anyway)")
+    max_tokens: int = _opt(96, min=8, max=4096, doc="token limit of one landmark-list answer")
+    timeout_s: float = _opt(20.0, min=0.5, max=600.0, doc="limit of one LLM request; then rules take over")
+    load_timeout_s: float = _opt(120.0, min=1.0, max=1800.0, doc="limit on starting the worker and loading")
+    worker: bool = _opt(True, doc="run llama.cpp in a worker process (a llama.cpp abort cannot stop the app)")
+    chat_template: bool = _opt(False, doc="prompt through the model's chat template (instruction-tuned "
+                                          "models) instead of the plain LM-Nav few-shot prompt")
+    landmark_parser: str = _opt("auto", choices=("auto", "rules", "llm"),
+                                doc="auto: the LLM when the model file is present, else rules; llm: the LLM, "
+                                    "falling back to rules (logged) if it fails")
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration; ``source`` is the file it came from (None for built-in defaults)."""
 
@@ -159,6 +179,7 @@ class Config:
     serial: SerialConfig = field(default_factory=SerialConfig)
     models: ModelsConfig = field(default_factory=ModelsConfig)
     lasp: LaspConfig = field(default_factory=LaspConfig)
+    llm: LlmConfig = field(default_factory=LlmConfig)
     source: str | None = None
 
 

@@ -40,6 +40,7 @@ COMMAND_MODULES = (
     "robot_app.cli.plan_cmd",
     "robot_app.cli.bench_cmd",
     "robot_app.cli.lasp_cmd",
+    "robot_app.cli.landmarks_cmd",
 )
 
 

@@ -1,0 +1,112 @@
+"""Instruction -> landmarks for the app: the LLM when configured and available, else the rule parser.
+
+``robot-app plan --instruction`` and the mission executive call :func:`parse_instruction`. Choice
+(``[llm] landmark_parser`` or the caller's ``parser``):
+
+- ``rules``: :func:`core.landmarks.parse_landmarks` (no model);
+- ``auto``: the LLM if ``<paths.models_dir>/<llm.model_file>`` exists, else rules;
+- ``llm``: the LLM; if the model is missing or fails (not installed, crash, timeout, empty answer), rules,
+  with the reason logged as a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from core.landmarks import parse_landmarks
+
+if TYPE_CHECKING:  # pragma: no cover
+    from models.llm import LlmClient
+    from robot_app.config import Config
+
+log = logging.getLogger(__name__)
+
+PARSERS = ("auto", "rules", "llm")
+
+
+def llm_model_path(config: "Config") -> Path:
+    """Where the configured GGUF model lives: ``<paths.models_dir>/<llm.model_file>``."""
+    return Path(config.paths.models_dir) / config.llm.model_file
+
+
+def open_configured_llm(config: "Config", *, model_path: str | Path | None = None) -> "LlmClient":
+    """Open the shared LLM as ``[llm]`` configures it (worker process unless ``worker = false``).
+
+    Raises
+    ------
+    models.llm.LlmError
+        If the model file is missing, llama-cpp-python is not installed or the model cannot load.
+    """
+    from models.llm import open_llm
+
+    c = config.llm
+    return open_llm(model_path or llm_model_path(config), n_ctx=c.n_ctx, n_threads=c.n_threads,
+                    n_gpu_layers=c.n_gpu_layers, seed=c.seed, in_process=not c.worker,
+                    load_timeout_s=c.load_timeout_s)
+
+
+def parse_instruction(text: str, *, config: "Config", parser: str | None = None,
+                      llm: "LlmClient | None" = None,
+                      model_path: str | Path | None = None) -> tuple[list[str], str]:
+    """Ordered landmarks of a route instruction and the name of the parser that produced them.
+
+    Parameters
+    ----------
+    text : str
+        The operator's instruction.
+    config : Config
+        Uses ``[llm]`` and ``[paths] models_dir``.
+    parser : {"auto", "rules", "llm"}, optional
+        Overrides ``[llm] landmark_parser``.
+    llm : LlmClient, optional
+        An already open model (the app's shared one); without it, one is opened and closed here.
+    model_path : str or Path, optional
+        GGUF file instead of the configured one (CLI ``--model``).
+
+    Returns
+    -------
+    (list of str, str)
+        The landmarks in visiting order and ``"llm"`` or ``"rules"``.
+
+    Raises
+    ------
+    ValueError
+        If ``parser`` is not one of :data:`PARSERS`, or the instruction is too long for the rules.
+    TypeError
+        If ``text`` is not a string.
+    """
+    choice = parser or config.llm.landmark_parser
+    if choice not in PARSERS:
+        raise ValueError(f"landmark parser must be one of {', '.join(PARSERS)}, got {choice!r}")
+    if not isinstance(text, str):
+        raise TypeError(f"instruction must be a string, got {type(text).__name__}")
+    if choice == "rules" or not text.strip():
+        return parse_landmarks(text), "rules"
+    path = Path(model_path) if model_path is not None else llm_model_path(config)
+    if llm is None and not path.is_file():
+        if choice == "llm":
+            log.warning("LLM model %s not found; using the rule-based landmark parser", path)
+        else:
+            log.info("no LLM model at %s: rule-based landmark parser", path)
+        return parse_landmarks(text), "rules"
+    from models.llm import LlmError
+
+    try:
+        if llm is not None:
+            landmarks = _ask(llm, text, config)
+        else:
+            with open_configured_llm(config, model_path=path) as client:
+                landmarks = _ask(client, text, config)
+    except LlmError as exc:
+        log.warning("LLM landmark extraction failed (%s); using the rule-based parser", exc)
+        return parse_landmarks(text), "rules"
+    return landmarks, "llm"
+
+
+def _ask(client: "LlmClient", text: str, config: "Config") -> list[str]:
+    from models.llm import extract_landmarks_llm
+
+    return extract_landmarks_llm(client, text, chat=config.llm.chat_template,
+                                 max_tokens=config.llm.max_tokens, timeout_s=config.llm.timeout_s)
