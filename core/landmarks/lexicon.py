@@ -64,7 +64,7 @@ VERBS = frozenset({
     "proceeds", "turns", "turning", "stops", "stopping", "parks", "parked", "ends", "ending", "finish",
     "finishes", "finishing", "arrive", "arrives", "arriving", "lies", "sits", "stands", "leads",
     "bends", "curves", "splits", "meets", "starts", "begin", "begins", "start", "starting", "avoid",
-    "make", "makes", "walk", "walks", "walking", "travel", "travels", "navigate", "cross", "crossing",
+    "make", "makes", "walk", "walks", "walking", "travel", "travels", "navigate", "cross", "crosses",
     "wait", "waits", "enter", "enters", "exit", "exits", "leave", "leaves", "locate", "spot", "visit",
     "end", "halt", "circle", "loop", "pull", "bear", "veer", "swing", "approach", "approaching", "use",
 })
@@ -86,6 +86,8 @@ UNIT_HEADS = frozenset({
 PARTITIVE_HEADS = frozenset({
     "side", "end", "edge", "front", "back", "middle", "top", "bottom", "rest", "base",
 })
+# "a couple of benches": the landmark is the benches ("a row of bicycles" stays whole: a row is visible).
+QUANTITY_HEADS = frozenset({"couple", "lot", "lots", "number", "handful", "pair", "few"})
 # Route nouns that, bare after "take" ("take the path between ..."), choose a way, not a landmark.
 ROUTE_NOUNS = frozenset({"path", "road", "street", "route", "trail", "lane", "exit", "fork", "turn", "way"})
 ROUTE_CHOICE_VERBS = frozenset({"take", "takes", "taking", "choose", "use"})
@@ -95,7 +97,7 @@ ATTACH_PREPS = (
     ("in", "front", "of"), ("on", "top", "of"), ("across", "from"), ("next", "to"), ("close", "to"),
     ("opposite", "to"), ("of",), ("with",), ("near",), ("beside",), ("behind",), ("by",), ("at",),
     ("on",), ("in",), ("under",), ("beneath",), ("underneath",), ("opposite",), ("between",),
-    ("across",), ("along",), ("above",), ("outside",), ("inside",), ("alongside",),
+    ("across",), ("along",), ("above",), ("over",), ("outside",), ("inside",), ("alongside",),
 )
 # Attachments after which a bare noun phrase (no article) may follow: "a row of bicycles".
 BARE_ATTACH = frozenset({"of", "with"})

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from core.landmarks import lexicon as lx
 from core.landmarks.metrics import normalize_landmark
-from core.landmarks.phrases import Phrase, find_phrases
+from core.landmarks.phrases import find_phrases, is_open_word
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,9 @@ def split_clauses(sentence: list[str]) -> list[_Clause]:
             clauses.append(_Clause(lead=[tok]))
         elif low in _NEW_SUBJECTS and cur.words and set(cur.lead) & _SUBORDINATORS:
             clauses.append(_Clause(lead=[","], words=[tok]))  # "Before the bridge you will ..."
-        elif low in _CLAUSE_WORDS or (low in ("past", "beyond") and prev in lx.BE_VERBS):
+        elif low in _CLAUSE_WORDS or (low in ("past", "beyond") and (prev in lx.BE_VERBS or is_open_word(prev))):
+            # "past"/"beyond" after "is" or right after a noun ("the lamp post past the hotel") orders
+            # like "after"; after a verb ("drive past") it is a path preposition.
             word = "after" if low in ("past", "beyond") else low
             if cur.words:
                 clauses.append(_Clause(lead=[word]))

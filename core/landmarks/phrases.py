@@ -120,7 +120,7 @@ def _core_phrase(words: Sequence[str], low: Sequence[str], start: int, *, has_de
     if head in lx.UNIT_HEADS and (det in lx.NUMBERS or len(body) == 1
                                   or low[end - 2] in lx.NUMBERS):
         landmark = False  # "three blocks", "about fifty meters", "a few steps"
-    if skipped_ordinal and head in _SEQUENCE_HEADS:
+    if skipped_ordinal and head in _SEQUENCE_HEADS and len(body) == 1:
         landmark = False  # "the final stop", "the next destination": the sequence, not a place
     core = [w.lower() for w in body if w.lower() not in ("left", "right")]
     if len(core) == 1 and core[0] in lx.ROUTE_NOUNS and prev_word in lx.ROUTE_CHOICE_VERBS:
@@ -135,6 +135,35 @@ def _render(body: Sequence[str], det: str | None) -> str:
     if det in ("a", "an", "the", "this", "that", "these", "those"):
         return text if _is_plural(body[-1]) else f"{_indefinite(body[0])} {text}"
     return f"{det} {text}"  # another, two, several, ...
+
+
+def _attachment_end(words: Sequence[str], low: Sequence[str], k: int) -> int | None:
+    """End of a locating/describing attachment starting at ``k`` ("near the oak tree", "parked beside a
+    hedge", "in the middle of the square"), or None when none starts there."""
+    m = _match_attach(low, k)
+    if m is None and low[k].endswith("ed") and k + 1 < len(low):
+        m = _match_attach(low, k + 1)  # "a van parked beside a hedge"
+    if m is None or m[1] >= len(low):
+        return None
+    prep, after = m
+    if low[after] in lx.DETERMINERS:
+        inner = _core_phrase(words, low, after, has_det=True, prev_word=prep)
+    elif prep in lx.BARE_ATTACH and (is_open_word(low[after]) or _is_participle_before_noun(low, after)):
+        inner = _core_phrase(words, low, after, has_det=False, prev_word=prep)
+    else:
+        return None
+    if inner is None:
+        return None
+    end = inner[2]
+    if not inner[3]:
+        # "in the middle of the square": a partitive whose object is the landmark
+        if (low[end - 1] in lx.PARTITIVE_HEADS and low[end:end + 1] == ["of"] and end + 1 < len(low)
+                and low[end + 1] in lx.DETERMINERS):
+            obj = _core_phrase(words, low, end + 1, has_det=True, prev_word="of")
+            if obj is not None and obj[3]:
+                return obj[2]
+        return None
+    return end
 
 
 def parse_phrase(words: Sequence[str], low: Sequence[str], start: int, *, has_det: bool,
@@ -154,25 +183,19 @@ def parse_phrase(words: Sequence[str], low: Sequence[str], start: int, *, has_de
             if end + 1 < len(low) and low[end + 1] in lx.DETERMINERS:
                 return parse_phrase(words, low, end + 1, has_det=True)
         return None, end
+    if (det == "a" and len(body) == 1 and low[end - 1] in lx.QUANTITY_HEADS and low[end:end + 1] == ["of"]
+            and end + 1 < len(low)):  # "a couple of benches": the benches
+        inner_det = low[end + 1] in lx.DETERMINERS
+        if inner_det or is_open_word(low[end + 1]):
+            return parse_phrase(words, low, end + 1, has_det=inner_det)
     parts = [_render(body, det)]
     k = end
     while k < len(low):
-        m = _match_attach(low, k)
-        if m is None:
+        inner_end = _attachment_end(words, low, k)
+        if inner_end is None:
             break
-        prep, after = m
-        if after >= len(low):
-            break
-        if low[after] in lx.DETERMINERS:
-            inner = _core_phrase(words, low, after, has_det=True, prev_word=prep)
-        elif prep in lx.BARE_ATTACH and (is_open_word(low[after]) or _is_participle_before_noun(low, after)):
-            inner = _core_phrase(words, low, after, has_det=False, prev_word=prep)
-        else:
-            break
-        if inner is None or not inner[3]:
-            break
-        parts.append(" ".join(words[k:inner[2]]))
-        k = inner[2]
+        parts.append(" ".join(words[k:inner_end]))
+        k = inner_end
     definite = det in ("the", "this", "these", "those")
     return Phrase(" ".join(parts), start, k, definite), k
 
