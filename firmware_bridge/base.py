@@ -82,7 +82,8 @@ class JackalBase(SerialDriver):
         self._estop_reason: str | None = None
         self._stale_logged = False
         self.frame_errors: dict[str, int] = {}
-        self.tick_times: collections.deque = collections.deque(maxlen=5000)  # monotonic send times
+        self.sent_log: collections.deque = collections.deque(maxlen=5000)  # (monotonic send time, Drive)
+        self.tick_lateness_s: collections.deque = collections.deque(maxlen=5000)  # drive tick vs schedule
         self.last_drive: ros1.Drive | None = None
         self._reset_session()
 
@@ -193,6 +194,7 @@ class JackalBase(SerialDriver):
                 delay = 0.0
             await asyncio.sleep(max(delay, 0.0))
             now = time.monotonic()
+            self.tick_lateness_s.append(loop.time() - t_next)
             self._send_drive(now, now - last)
             last = now
 
@@ -217,7 +219,7 @@ class JackalBase(SerialDriver):
         msg = ros1.Drive(ros1.Drive.MODE_VELOCITY, left, right)
         if self._write(encode_frame(self._subs["cmd_drive"], msg.serialize())):
             self.last_drive = msg
-            self.tick_times.append(now)
+            self.sent_log.append((time.monotonic(), msg))
 
     async def _goodbye(self) -> None:
         if "cmd_drive" in self._subs:

@@ -36,6 +36,7 @@ GROUPS = {
 COMMAND_MODULES = (
     "robot_app.cli.config_cmd",
     "robot_app.cli.gps_cmd",
+    "robot_app.cli.sim_devices_cmd",
     "robot_app.cli.map_cmd",
     "robot_app.cli.plan_cmd",
     "robot_app.cli.bench_cmd",

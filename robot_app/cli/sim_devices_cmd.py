@@ -1,0 +1,123 @@
+"""``robot-app sim devices`` (simulated Jackal MCU, GPS, IMU on virtual serial ports) and
+``robot-app bench serial`` (decoder throughput, command latency, drive-loop jitter)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+log = logging.getLogger(__name__)
+
+WORLDS = ("kinematic",)
+
+
+def register(sub, groups) -> None:
+    p = groups["sim"].add_parser(
+        "devices", help="run the simulated Jackal MCU, GPS and IMU on virtual serial ports",
+        description="Start the device simulators on pty pairs with stable link names in --dir and print "
+                    "the port names; connect the app (or a serial terminal) to them as to a robot. "
+                    "Runs until interrupted or --duration has passed.")
+    p.add_argument("--world", default="kinematic", help=f"plant that moves the robot (one of: {', '.join(WORLDS)})")
+    p.add_argument("--dir", default=None, help="directory for the port links (default: a new temporary directory)")
+    p.add_argument("--gps-log", default=None, help="NMEA log for the separate GPS receiver to replay (looped)")
+    p.add_argument("--no-gps", action="store_true", help="no separate GPS receiver (NMEA still comes via the MCU)")
+    p.add_argument("--no-imu", action="store_true", help="no separate Microstrain IMU")
+    p.add_argument("--origin", default="52.5148,13.4643", help="lat,lon (degrees) of the plant's origin")
+    p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--json", action="store_true", help="print the port names as one JSON object")
+    p.set_defaults(func=_devices)
+
+    b = groups["bench"].add_parser(
+        "serial", help="serial link figures: decoder throughput, command latency, drive-loop jitter",
+        description="Decoder throughput (rosserial frames/s, NMEA lines/s), host -> simulated MCU command "
+                    "latency over a pty (p50/p99), and the 50 Hz drive loop's jitter while the decoders run.")
+    b.add_argument("--seconds", type=float, default=5.0, help="length of the drive-link run (default 5)")
+    b.add_argument("--nmea-log", default=None, help="NMEA log to time the decoder on (default: a built-in mix)")
+    b.add_argument("--json", action="store_true", help="print the figures as JSON")
+    b.set_defaults(func=_bench)
+
+
+def _parse_origin(text: str) -> tuple:
+    from robot_app.cli import UsageError
+
+    try:
+        lat, lon = (float(x) for x in text.split(","))
+    except ValueError:
+        raise UsageError(f"--origin: expected 'lat,lon' in degrees, got {text!r}") from None
+    if not (-90 <= lat <= 90 and -180 <= lon <= 180):
+        raise UsageError(f"--origin: {text!r} is not a valid latitude,longitude")
+    return lat, lon
+
+
+def _devices(args, config) -> int:
+    import asyncio
+    import tempfile
+    from pathlib import Path
+
+    from firmware_bridge.sim.devices import SimulatedDevices
+    from firmware_bridge.sim.gps import read_nmea_log
+    from firmware_bridge.sim.plant import KinematicPlant
+    from robot_app.cli import UsageError
+
+    if args.world not in WORLDS:
+        raise UsageError(f"--world: unknown world {args.world!r} (known: {', '.join(WORLDS)})")
+    origin = _parse_origin(args.origin)
+    lines = None
+    if args.gps_log:
+        try:
+            lines = read_nmea_log(args.gps_log)
+        except OSError as exc:
+            raise UsageError(f"--gps-log {args.gps_log}: {exc.strerror or exc}") from exc
+    if args.dir and not Path(args.dir).is_dir():
+        raise UsageError(f"--dir {args.dir}: not a directory")
+    plant = KinematicPlant(wheel_radius_m=config.robot.wheel_radius_m,
+                           wheel_separation_m=config.robot.wheel_separation_m)
+
+    async def run(directory: str) -> None:
+        async with SimulatedDevices(directory, plant=plant, gps=not args.no_gps, gps_lines=lines,
+                                    imu=not args.no_imu, origin_latlon=origin) as sims:
+            if args.json:
+                print(json.dumps(sims.ports), flush=True)
+            else:
+                for name, path in sims.ports.items():
+                    print(f"{name:7s} {path}", flush=True)
+            if args.duration is None:
+                await asyncio.Event().wait()  # until Ctrl-C
+            else:
+                await asyncio.sleep(args.duration)
+
+    if args.dir:
+        asyncio.run(run(args.dir))
+    else:
+        with tempfile.TemporaryDirectory(prefix="robot-app-sim-") as d:
+            asyncio.run(run(d))
+    return 0
+
+
+def _bench(args, config) -> int:
+    import asyncio
+
+    from firmware_bridge.bench import decoder_throughput, drive_link_bench
+    from firmware_bridge.sim.gps import read_nmea_log
+    from robot_app.cli import UsageError
+
+    if args.seconds <= 0:
+        raise UsageError("--seconds must be positive")
+    lines = None
+    if args.nmea_log:
+        try:
+            lines = read_nmea_log(args.nmea_log)
+        except OSError as exc:
+            raise UsageError(f"--nmea-log {args.nmea_log}: {exc.strerror or exc}") from exc
+    figures = decoder_throughput(seconds=1.0, nmea_lines=lines)
+    figures.update(asyncio.run(drive_link_bench(config.robot, seconds=args.seconds)))
+    if args.json:
+        print(json.dumps(figures, indent=1))
+        return 0
+    print(f"rosserial decode (Feedback frames): {figures['rosserial_feedback_frames_per_s']:,.0f} frames/s")
+    print(f"NMEA decode:                        {figures['nmea_lines_per_s']:,.0f} lines/s")
+    print(f"command latency host -> sim MCU:    p50 {figures['latency_ms_p50']:.2f} ms, "
+          f"p99 {figures['latency_ms_p99']:.2f} ms ({figures['commands_matched']}/{figures['commands_sent']} matched)")
+    print(f"drive loop jitter ({config.robot.control_rate_hz:g} Hz):      p50 {figures['drive_jitter_ms_p50']:.2f} ms, "
+          f"p99 {figures['drive_jitter_ms_p99']:.2f} ms, max {figures['drive_jitter_ms_max']:.2f} ms")
+    return 0

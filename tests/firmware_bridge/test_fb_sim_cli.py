@@ -1,0 +1,68 @@
+"""``robot-app sim devices`` and ``robot-app bench serial`` (short runs), and the bench functions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from firmware_bridge.base import JackalBase
+from firmware_bridge.bench import decoder_throughput, drive_link_bench, percentile
+from firmware_bridge.gps import NmeaGps
+from firmware_bridge.imu import MipImu
+from firmware_bridge.readings import GpsFix, ImuReading
+from firmware_bridge.sim.devices import SimulatedDevices
+from robot_app.cli import main
+from robot_app.config import RobotConfig
+
+
+def test_sim_devices_cli_prints_ports(tmp_path, capsys):
+    assert main(["sim", "devices", "--dir", str(tmp_path), "--duration", "0.2", "--json"]) == 0
+    ports = json.loads(capsys.readouterr().out)
+    assert set(ports) == {"jackal", "gps", "imu"}
+    assert ports["jackal"] == str(tmp_path / "jackal")
+    assert not (tmp_path / "jackal").exists()  # links removed on exit
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--world", "mars"], "unknown world"),
+    (["--origin", "north"], "lat,lon"),
+    (["--origin", "95,0"], "not a valid"),
+    (["--gps-log", "/nonexistent.log"], "gps-log"),
+    (["--dir", "/nonexistent-dir"], "not a directory"),
+])
+def test_sim_devices_bad_arguments(capsys, argv, match):
+    assert main(["sim", "devices", "--duration", "0.1", *argv]) == 2
+    assert match in capsys.readouterr().err
+
+
+def test_all_drivers_against_all_simulators(tmp_path, shared_data, arun):
+    from firmware_bridge.sim.gps import read_nmea_log
+
+    async def body():
+        lines = read_nmea_log(shared_data / "nmea" / "gr8013-w.log")
+        async with SimulatedDevices(tmp_path, gps_lines=lines) as sims:
+            async with JackalBase(sims.ports["jackal"], robot=RobotConfig()) as base, \
+                    NmeaGps(sims.ports["gps"]) as gps, MipImu(sims.ports["imu"]) as imu:
+                for drv in (base, gps, imu):
+                    await drv.wait_connected(3.0)
+                fix = None
+                while not isinstance(fix, GpsFix):
+                    fix = await gps.recv(timeout_s=2.0)
+                assert fix.latitude_deg == pytest.approx(52.5148, abs=1e-3)
+                assert isinstance(await imu.recv(timeout_s=1.0), ImuReading)
+    arun(body)
+
+
+def test_bench_functions_short_run(arun):
+    tp = decoder_throughput(seconds=0.05)
+    assert tp["rosserial_feedback_frames_per_s"] > 0 and tp["nmea_lines_per_s"] > 0
+    out = arun(lambda: drive_link_bench(RobotConfig(), seconds=0.5))
+    assert out["commands_sent"] > 5 and out["commands_matched"] == min(out["commands_sent"], out["commands_received"])
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+
+
+def test_bench_serial_cli_usage(capsys):
+    assert main(["bench", "serial", "--seconds", "0"]) == 2
+    assert main(["bench", "serial", "--seconds", "1", "--nmea-log", "/nonexistent"]) == 2
