@@ -263,11 +263,14 @@ class OfflineDiagnoser:
         """Ranked candidate preconditions (see module doc)."""
         cands = [c for c in enumerate_preconditions(ctx)
                  if consistent_with_history(ctx.task, c, ctx.history)]
-        scores = self._scores(ctx.failure.observation, [c.description for c in cands])
+        cands, weights = self._commensurable(ctx, cands)
+        scores = self._scores(ctx.failure.observation, [c.description for c in cands]) * weights
         ranked = []
-        for c, s in zip(cands, scores):
+        for c, s, w in zip(cands, scores, weights):
             reasons = [f"false in the state where {ctx.failure.step} failed",
-                       f"similarity {s:.2f} between the observation and: {c.description}"]
+                       f"similarity {s / w:.2f} between the observation and: {c.description}"]
+            if w < 1.0:
+                reasons.append(f"comparison of quantities alike by {w:.2f} (weight)")
             if any(h[0].name == c.action for h in ctx.history) and not c.new_properties:
                 reasons.append(f"held every time {c.action} succeeded before")
             for p in c.new_properties:
@@ -277,6 +280,36 @@ class OfflineDiagnoser:
         # Stable tie-break: fewer new properties first, then the PDDL text.
         ranked.sort(key=lambda c: (-round(c.score, 6), len(c.new_properties), c.pddl))
         return ranked[: self.max_candidates]
+
+    def _commensurable(self, ctx: DiagnosisContext, cands: list):
+        """Weight comparisons ``(<= f g)`` by how alike the descriptions of ``f`` and ``g`` are
+        (comparing a temperature with a weight makes no sense); drop the ones with nothing in
+        common. Other candidates weigh 1."""
+        desc = {p.name: p.description for p in _properties(ctx.task, ctx.sensing)}
+        pairs = {}
+        for c in cands:
+            if c.pddl.startswith("(<= "):
+                from core.lasp.sexpr import parse_sexpr
+
+                e = parse_sexpr(c.pddl)
+                pairs[c.pddl] = (e[1][0], e[2][0])
+        names = sorted({n for pr in pairs.values() for n in pr})
+        if names:
+            texts = [desc.get(n, describe_name(n)) for n in names]
+            sim = check_similarity_output(self.similarity(texts, texts), len(names), len(names))
+            idx = {n: i for i, n in enumerate(names)}
+        keep, weights = [], []
+        for c in cands:
+            w = 1.0
+            if c.pddl in pairs:
+                a, b = pairs[c.pddl]
+                alike = float(sim[idx[a], idx[b]])
+                if alike < 0.05:
+                    continue
+                w = min(1.0, 0.3 + alike)
+            keep.append(c)
+            weights.append(w)
+        return keep, np.asarray(weights, dtype=np.float64)
 
     def rank_objects(self, ctx: DiagnosisContext, cause: Candidate) -> list:
         """Unknown objects ranked by similarity to the observation and the cause's description."""

@@ -205,7 +205,9 @@ def build_fnode(expr: SExpr, problem, params: Mapping[str, object], *, where: st
         return em.FluentExp(fluent, [term(a) for a in rest])
 
     try:
-        return build(expr)
+        node = build(expr)
+        node.type  # noqa: B018 - UP checks argument types lazily; make it check here
+        return node
     except PddlSyntaxError:
         raise
     except Exception as exc:  # UP's type checker: e.g. an argument of the wrong type
