@@ -42,6 +42,7 @@ DEVICE_PUBLISHERS = {"status": ros1.Status, "feedback": ros1.Feedback, "imu/data
 DEVICE_SUBSCRIBERS = {"cmd_drive": ros1.Drive, "wifi_connected": ros1.Bool}
 REQUIRED_PUBLISHERS = ("feedback", "status")
 REQUIRED_SUBSCRIBERS = ("cmd_drive",)
+FEEDBACK_SILENCE_S = 1.0  # Feedback is 50 Hz: a second without it means the MCU is not publishing
 _ROS_LOG_LEVELS = {1: logging.DEBUG, 2: logging.INFO, 4: logging.WARNING, 8: logging.ERROR, 16: logging.CRITICAL}
 
 
@@ -169,6 +170,13 @@ class JackalBase(SerialDriver):
                     log.info("%s: handshake done: %s", self.name, self.topics)
                     drive = asyncio.get_running_loop().create_task(self._drive_loop(), name="jackal-drive")
                     self._connected.set()
+                fb = self._latest.get(WheelFeedback)
+                if (fb is None or now - fb.t_mono_s > FEEDBACK_SILENCE_S) and now - last_request >= 1.0:
+                    # Frames still arrive (time requests) but no feedback: the MCU reset or dropped to
+                    # unconfigured. Negotiate again, as rosserial_server does for missing topics.
+                    log.warning("%s: no feedback for %.1f s: requesting topics again", self.name, FEEDBACK_SILENCE_S)
+                    self._write(REQUEST_TOPICS)
+                    last_request = now
                 if now - last_wifi >= 1.0 and "wifi_connected" in self._subs:
                     self._write(encode_frame(self._subs["wifi_connected"], ros1.Bool(self.wifi_connected).serialize()))
                     last_wifi = now

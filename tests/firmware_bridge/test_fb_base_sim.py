@@ -210,3 +210,17 @@ def test_missing_port_keeps_retrying_then_times_out(tmp_path, arun):
             with pytest.raises(BridgeTimeout, match="cannot open"):
                 await drv.wait_connected(0.3)
     arun(body)
+
+
+def test_mcu_reset_to_unconfigured_is_renegotiated(tmp_path, arun):
+    async def body():
+        sim, drv = _pair(tmp_path)
+        drv.handshake_timeout_s = 5.0  # time requests (every 2.5 s) keep the link itself alive
+        async with sim, drv:
+            await drv.wait_connected(3.0)
+            n = sim.handshakes
+            sim.configured = False  # firmware reset: silent except for time requests
+            await _wait_for(lambda: sim.handshakes > n and sim.configured, 3.0)
+            await _wait_for(lambda: drv.latest(WheelFeedback, max_age_s=0.1) is not None, 1.0)
+            assert drv.connected and drv.sessions == 1
+    arun(body)
