@@ -11,8 +11,8 @@ port is reopened with backoff. On :meth:`close`: ``Drive(MODE_NONE)`` then tx-st
 Drive path: :meth:`JackalBase.set_velocity` stores ``(v m/s, omega rad/s)``; a 50 Hz loop clips it to
 the speed and acceleration limits, converts it to wheel rad/s (jackal_control kinematics) and sends
 ``jackal_msgs/Drive`` in MODE_VELOCITY. A command older than ``cmd_timeout_s`` (0.25 s, the stock
-``cmd_vel_timeout``) is replaced by zero; an e-stop (software :meth:`estop`, or the MCU reporting its
-external stop loop open) latches zero until :meth:`reset_estop`.
+``cmd_vel_timeout``) is replaced by zero at once (not ramped); an e-stop (software :meth:`estop`, or
+the MCU reporting its external stop loop open) latches zero until :meth:`reset_estop`.
 """
 
 from __future__ import annotations
@@ -210,17 +210,16 @@ class JackalBase(SerialDriver):
         if self._closing:  # close() has sent MODE_NONE and tx-stop: nothing more
             return
         v_cmd, w_cmd, t_cmd = self._cmd
-        if self._estop_reason is not None:
+        stale = now - t_cmd > self.robot.cmd_timeout_s
+        if stale and not self._stale_logged and t_cmd > -math.inf and self._estop_reason is None:
+            log.warning("%s: no drive command for %.2f s: stopping", self.name, now - t_cmd)
+        self._stale_logged = stale
+        if self._estop_reason is not None or stale:
+            # Stale or e-stopped: zero at once, not ramped (a stale command must not keep the robot
+            # rolling for the ramp time; the MCU brakes the wheels to the commanded zero).
             self._limiter.reset()
             v, w = 0.0, 0.0
         else:
-            if now - t_cmd > self.robot.cmd_timeout_s:
-                if not self._stale_logged and t_cmd > -math.inf:
-                    log.warning("%s: no drive command for %.2f s: stopping", self.name, now - t_cmd)
-                self._stale_logged = True
-                v_cmd = w_cmd = 0.0
-            else:
-                self._stale_logged = False
             v, w = self._limiter.step(v_cmd, w_cmd, dt_s)
         left, right = twist_to_wheels(v, w, wheel_radius_m=self.robot.wheel_radius_m,
                                       wheel_separation_m=self.robot.wheel_separation_m)

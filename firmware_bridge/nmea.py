@@ -13,8 +13,9 @@ raises on input: every non-empty line is either decoded, ignored (valid but carr
 GSV) or counted in :attr:`NmeaStats.bad` by reason and logged at a limited rate.
 
 Fix assembly: a GGA with quality > 0 is a fix; RMC with status A is a fix only on streams that carry
-no GGA (e.g. the Jackal MCU's RMC-only topic), from the second RMC on (the first one cannot tell). Speed/course (RMC, VTG), GST error estimates and HDT
-heading received within ``max_age_s`` are attached to the next fix.
+no GGA (e.g. the Jackal MCU's RMC-only topic), from the second RMC on (the first one cannot tell).
+Speed/course (RMC, VTG), GST error estimates and HDT heading received within ``max_age_s`` are
+attached to the next fix.
 """
 
 from __future__ import annotations
