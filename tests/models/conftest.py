@@ -42,3 +42,21 @@ def text_embed_export_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("text-embed")
     export_text_embed(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def vnm_export(tmp_path_factory):
+    """(export dir, torch GnmNet): a random-init GNM exported by the product's exporter, and the same
+    network rebuilt in torch (same seed: same weights and recalibrated BatchNorm statistics)."""
+    _export_or_skip()
+    import torch
+
+    from models.export.gnm_net import GnmNet
+    from models.export.vnm_export import export_vnm, recalibrate_batchnorm
+
+    out = tmp_path_factory.mktemp("vnm")
+    export_vnm(out, seed=3)
+    torch.manual_seed(3)
+    net = GnmNet()
+    recalibrate_batchnorm(net, seed=3)
+    return out, net.eval()

@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 RUNTIME_MODULES = ["models.sidecar", "models.onnx_common", "models.clip", "models.clip_preprocess",
-                   "models.text_embed"]
+                   "models.text_embed", "models.vnm"]
 
 
 def test_runtime_path_imports_no_torch(clip_export_dir):
