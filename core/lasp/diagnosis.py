@@ -227,6 +227,14 @@ def consistent_with_history(task: Task, cand: Candidate, history: Sequence) -> b
     return True
 
 
+def _inversions(pddl: str, order: dict) -> int:
+    """How many parameter pairs appear in the opposite of the action's order."""
+    import re
+
+    idx = [order[p] for p in re.findall(r"\?([\w-]+)", pddl) if p in order]
+    return sum(1 for i in range(len(idx)) for j in range(i + 1, len(idx)) if idx[i] > idx[j])
+
+
 def unknown_objects(ctx: DiagnosisContext) -> list:
     """Objects the world lists whose type the robot knows but which its problem lacks."""
     known_types = {t.name for t in ctx.task.problem.user_types}
@@ -277,8 +285,12 @@ class OfflineDiagnoser:
                 reasons.append(f"new property {p}: values reported by the environment's {p}")
             ranked.append(Candidate(c.kind, c.pddl, c.action, float(s), c.new_properties,
                                     c.description, tuple(reasons)))
-        # Stable tie-break: fewer new properties first, then the PDDL text.
-        ranked.sort(key=lambda c: (-round(c.score, 6), len(c.new_properties), c.pddl))
+        # Ties: fewer new properties first, then arguments in the order the action lists its
+        # parameters ((path-clear ?from ?to) before (path-clear ?to ?from)), then the PDDL text.
+        order = {p: i for i, p in enumerate(ctx.task.binding(ctx.failure.step.name,
+                                                              ctx.failure.step.args))}
+        ranked.sort(key=lambda c: (-round(c.score, 6), len(c.new_properties),
+                                   _inversions(c.pddl, order), c.pddl))
         return ranked[: self.max_candidates]
 
     def _commensurable(self, ctx: DiagnosisContext, cands: list):

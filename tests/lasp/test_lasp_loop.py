@@ -158,3 +158,18 @@ def test_a_domain_with_its_own_names_runs_unchanged():
     res = run_lasp(robot, env, OfflineDiagnoser())
     assert res.success and res.failed_executions == 1
     assert [e.as_dict()["pddl"] for e in res.learned] == ["(door-unlatched ?c)"]
+
+
+def test_jackal_jobs_gate_battery_payload():
+    """The robot's own jobs: a closed gate, a leg the battery cannot do, an overloaded deck."""
+    from core.lasp.benchmark import load_cases
+    from tests.lasp.conftest import JACKAL
+
+    case = load_cases(JACKAL)["1"]
+    for seed in range(2):
+        res = run_lasp(case.robot_task(), case.environment(seed), OfflineDiagnoser())
+        assert res.success, res.reason
+        learned = {e.as_dict().get("pddl") for e in res.learned}
+        assert {"(path-clear ?from ?to)", "(<= (leg-energy ?from ?to) (battery ?r))",
+                "(<= (mass ?x) (spare-payload ?r))"} <= learned
+        assert res.failed_executions == 3

@@ -1,0 +1,56 @@
+; Jackal field jobs for LASP: drive between named landmarks (each leg executed by LM-Nav), inspect,
+; deliver parcels, dock and charge. The complete ("oracle") knowledge the simulated site executes;
+; robot_domain.pddl is this file with three preconditions and two functions removed.
+; A comment after a predicate or function says what it means; the diagnosers read these comments.
+(define (domain jackal-jobs)
+  (:requirements :strips :typing :negative-preconditions :numeric-fluents)
+  (:types robot place gate parcel - object)
+
+  (:predicates
+    (at ?r - robot ?p - place)               ; the robot is at the landmark
+    (connected ?a - place ?b - place)        ; a drivable route leads from one landmark to the other
+    (gate-on ?g - gate ?a - place ?b - place) ; the gate stands on the route between the two landmarks
+    (path-clear ?a - place ?b - place)       ; the route between the landmarks is clear, not blocked by a closed gate
+    (gate-open ?g - gate)                    ; the gate is open
+    (is-dock ?p - place)                     ; the landmark has a charging dock
+    (inspected ?p - place)                   ; camera photos of the landmark were taken
+    (parcel-at ?x - parcel ?p - place)       ; the parcel lies at the landmark
+    (carrying ?r - robot ?x - parcel))       ; the parcel is loaded on the robot's cargo deck
+
+  (:functions
+    (battery ?r - robot)                     ; the robot's battery charge, percent
+    (leg-energy ?a - place ?b - place)       ; battery charge a drive between the landmarks uses, percent
+    (mass ?x - parcel)                       ; how heavy the parcel is, kilograms
+    (spare-payload ?r - robot))              ; how much more weight the cargo deck can carry, kilograms
+
+  (:action navigate
+    :parameters (?r - robot ?from - place ?to - place)
+    :precondition (and (at ?r ?from) (connected ?from ?to) (path-clear ?from ?to)
+                       (<= (leg-energy ?from ?to) (battery ?r)))
+    :effect (and (at ?r ?to) (not (at ?r ?from)) (decrease (battery ?r) (leg-energy ?from ?to))))
+
+  (:action open-gate
+    :parameters (?r - robot ?g - gate ?a - place ?b - place)
+    :precondition (and (at ?r ?a) (gate-on ?g ?a ?b) (not (gate-open ?g)))
+    :effect (and (gate-open ?g) (path-clear ?a ?b) (path-clear ?b ?a)))
+
+  (:action inspect
+    :parameters (?r - robot ?p - place)
+    :precondition (and (at ?r ?p))
+    :effect (and (inspected ?p) (decrease (battery ?r) 2)))
+
+  (:action load
+    :parameters (?r - robot ?x - parcel ?p - place)
+    :precondition (and (at ?r ?p) (parcel-at ?x ?p) (<= (mass ?x) (spare-payload ?r)))
+    :effect (and (carrying ?r ?x) (not (parcel-at ?x ?p)) (decrease (spare-payload ?r) (mass ?x))))
+
+  (:action unload
+    :parameters (?r - robot ?x - parcel ?p - place)
+    :precondition (and (at ?r ?p) (carrying ?r ?x))
+    :effect (and (parcel-at ?x ?p) (not (carrying ?r ?x)) (increase (spare-payload ?r) (mass ?x))))
+
+  (:action charge
+    :parameters (?r - robot ?p - place)
+    :precondition (and (at ?r ?p) (is-dock ?p))
+    :effect (and (assign (battery ?r) 100)))
+)
