@@ -170,12 +170,35 @@ class LlmConfig:
 
 
 @dataclass(frozen=True)
+class MappingConfig:
+    """Recording and map building (LM-Nav Sec. 3, Algorithm 2, App. B; core.graph_build)."""
+
+    frame_rate_hz: float = _opt(4.0, min=0.1, max=60.0, doc="recorder frame rate = the VNM's frame rate (GNM: 4 Hz)")
+    min_travel_m: float = _opt(3.0, min=0.0, max=100.0, doc="one node per this distance driven")
+    min_dt_s: float = _opt(1.0, min=0.0, max=60.0, doc="nodes at least this far apart in time")
+    epsilon_s: float = _opt(2.0, min=0.1, max=60.0, doc="a recording gap longer than this breaks the temporal chain")
+    candidate_k: int = _opt(32, min=1, max=1024, doc="nearest nodes tested with the VNM per node")
+    candidate_radius_m: float = _opt(25.0, min=0.1, max=1000.0, doc="GPS radius of candidate pairs")
+    tau_steps: float = _opt(0.0, min=0.0, doc="VNM edge threshold in time steps; 0 = 75 % of the trained range "
+                                              "from the VNM sidecar (GNM 0-20 -> 15)")
+    eta_m: float = _opt(100.0, min=0.0, doc="pairs farther apart by GPS are never joined (no wormholes)")
+    reduction_tolerance: float = _opt(0.02, min=0.0, max=1.0,
+                                      doc="drop an edge when another path is at most (1 + this) x as long")
+    nominal_speed_mps: float = _opt(1.0, min=0.05, max=5.0, doc="GPS fallback: metres per time step = this / frame rate")
+    gps_link_m: float = _opt(5.0, min=0.1, max=100.0, doc="GPS fallback: join nodes closer than this "
+                                                          "(below twice the node spacing: no skip edges along a drive)")
+    vnm_batch: int = _opt(64, min=1, max=4096, doc="goals per VNM call while building")
+    clip_batch: int = _opt(32, min=1, max=4096, doc="images per CLIP call while building")
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration; ``source`` is the file it came from (None for built-in defaults)."""
 
     paths: PathsConfig = field(default_factory=PathsConfig)
     planner: PlannerConfig = field(default_factory=PlannerConfig)
     robot: RobotConfig = field(default_factory=RobotConfig)
+    mapping: MappingConfig = field(default_factory=MappingConfig)
     serial: SerialConfig = field(default_factory=SerialConfig)
     models: ModelsConfig = field(default_factory=ModelsConfig)
     lasp: LaspConfig = field(default_factory=LaspConfig)

@@ -61,3 +61,59 @@ def plot_walk(out: str | Path, *, xy_m: np.ndarray, edges: np.ndarray, walk: np.
     fig.savefig(out, bbox_inches="tight")
     plt.close(fig)
     return out
+
+
+EDGE_COLOURS = {"temporal": "tab:blue", "vnm": "tab:orange", "gps": "tab:green", "manual": "tab:purple"}
+
+
+def plot_map(out: str | Path, topomap, *, thumbnails: Sequence[int] = (), title: str = "") -> Path:
+    """PNG of a map: nodes on their UTM positions, edges coloured by source, optional node thumbnails.
+
+    Parameters
+    ----------
+    topomap : an open :class:`core.mapstore.TopoMap`.
+    thumbnails : node ids whose first image is drawn next to the node.
+    """
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import LineCollection
+    from matplotlib.offsetbox import AnnotationBbox, OffsetImage
+
+    nodes, edges = topomap.nodes, topomap.edges
+    xy = np.stack([nodes.easting_m, nodes.northing_m], axis=1)
+    xy = xy - (xy.min(axis=0) if len(xy) else 0.0)
+    fig, ax = plt.subplots(figsize=(9, 9), dpi=110)
+    for source, colour in EDGE_COLOURS.items():
+        sel = edges.source == source
+        if sel.any():
+            segs = np.stack([xy[edges.src[sel]], xy[edges.dst[sel]]], axis=1)
+            ax.add_collection(LineCollection(segs, colors=colour, linewidths=0.9, label=f"{source} ({sel.sum()})"))
+    ax.scatter(xy[:, 0], xy[:, 1], s=5, c="0.3", zorder=3, label=f"nodes ({len(xy)})")
+    for node in thumbnails:
+        imgs = topomap.images(int(node))
+        if not imgs:
+            continue
+        from PIL import Image
+
+        with Image.open(io.BytesIO(imgs[0])) as im:
+            im.thumbnail((96, 96))
+            ab = AnnotationBbox(OffsetImage(np.asarray(im.convert("RGB")), zoom=1.0), xy[node], xybox=(40, 40),
+                                boxcoords="offset points", arrowprops=dict(arrowstyle="-", color="0.4"))
+        ax.add_artist(ab)
+        ax.annotate(str(node), xy[node], fontsize=7)
+    ax.set_aspect("equal")
+    ax.autoscale()
+    ax.set_xlabel("east [m]")
+    ax.set_ylabel("north [m]")
+    ax.set_title(title or str(topomap.path.name))
+    ax.legend(loc="best", fontsize=8)
+    ax.grid(True, lw=0.3)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, bbox_inches="tight")
+    plt.close(fig)
+    return out

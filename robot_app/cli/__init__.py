@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     "robot_app.cli.gps_cmd",
     "robot_app.cli.sim_devices_cmd",
     "robot_app.cli.map_cmd",
+    "robot_app.cli.log_cmd",
     "robot_app.cli.plan_cmd",
     "robot_app.cli.bench_cmd",
     "robot_app.cli.lasp_cmd",

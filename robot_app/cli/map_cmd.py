@@ -20,6 +20,19 @@ def register(sub, groups) -> None:
                     help="landmarks (';'-separated) to score; see core.example_map.LANDMARKS")
     ex.add_argument("--overwrite", action="store_true", help="replace an existing example in DIR")
     ex.set_defaults(func=_example)
+    b = groups["map"].add_parser("build", help="build a map from traversal logs (LM-Nav Algorithm 2)")
+    b.add_argument("logs", nargs="+", metavar="LOG", help="traversal log folders")
+    b.add_argument("--out", required=True, metavar="MAP", help="map file to write")
+    b.add_argument("--models", metavar="DIR", help="models directory (default: [paths] models_dir)")
+    b.add_argument("--overwrite", action="store_true", help="replace an existing map")
+    b.add_argument("--no-vnm", action="store_true", help="GPS fallback even when a VNM is installed")
+    b.add_argument("--json", action="store_true", help="print the build report as JSON")
+    b.set_defaults(func=_build)
+    pl = groups["map"].add_parser("plot", help="picture of a map: nodes, edges by source, thumbnails")
+    pl.add_argument("map", metavar="MAP")
+    pl.add_argument("--out", required=True, metavar="PNG")
+    pl.add_argument("--thumbnails", default="", metavar="IDS", help="comma-separated node ids to show images of")
+    pl.set_defaults(func=_plot)
 
 
 def open_map_or_usage_error(path: str):
@@ -125,4 +138,44 @@ def _example(args, config) -> int:
     print("plan a walk with:")
     print(f"  robot-app plan --map {map_path} --start {start} --landmarks \"{'; '.join(landmarks)}\" "
           f"--scores {out / 'scores.npy'} --plot {out / 'walk.png'}")
+    return 0
+
+
+def _build(args, config) -> int:
+    import sys
+
+    from core.tlog import LogFormatError
+    from robot_app.map_build import build_map
+
+    try:
+        rep = build_map(args.logs, args.out, config=config, models_dir=args.models, overwrite=args.overwrite,
+                        progress=sys.stderr.isatty(), use_vnm=not args.no_vnm)
+    except (LogFormatError, FileExistsError, ValueError) as exc:
+        raise UsageError(str(exc)) from exc
+    d = rep.as_dict()
+    if args.json:
+        print(json.dumps(d, indent=2))
+        return 0
+    print(f"built {args.out}: {d['nodes']} nodes, edges {d['edges']}, {d['components']} component(s)")
+    print(f"  distances: {d['distance_source']}; {d['candidate_pairs']} candidate pairs, "
+          f"{d['vnm_evaluations']} VNM evaluations ({d['vnm_cached']} from the checkpoint)")
+    print(f"  rejected: {d['rejected_wormholes']} wormholes (> eta), {d['rejected_far']} too far (>= tau); "
+          f"removed {d['removed_redundant']} redundant edges")
+    print("  time: " + ", ".join(f"{k} {v:.2f} s" for k, v in d["phase_s"].items()))
+    return 0
+
+
+def _plot(args, config) -> int:
+    from robot_app.plots import plot_map
+
+    try:
+        thumbs = [int(x) for x in args.thumbnails.split(",") if x.strip()]
+    except ValueError as exc:
+        raise UsageError(f"--thumbnails: expected comma-separated node ids, got {args.thumbnails!r}") from exc
+    with open_map_or_usage_error(args.map) as m:
+        bad = [t for t in thumbs if not 0 <= t < len(m.nodes)]
+        if bad:
+            raise UsageError(f"--thumbnails: nodes {bad} are not in the map (0..{len(m.nodes) - 1})")
+        plot_map(args.out, m, thumbnails=thumbs)
+    print(f"wrote {args.out}")
     return 0

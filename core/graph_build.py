@@ -1,0 +1,198 @@
+"""Topological graph building from traversal logs (LM-Nav Sec. 3, Algorithm 2 and App. B).
+
+Pure array algorithms; the job that reads logs, runs the VNM and writes the map is
+:mod:`robot_app.map_build`.
+
+Steps and constants:
+
+- Node selection: frames subsampled by travel, one node per ``min_travel_m`` (default 3 m) driven and
+  at least ``min_dt_s`` (1 s) apart.
+- Temporal edges (App. B, "timestamps differ < epsilon"): the paper gives epsilon both as 1 s and as
+  "< 2 s". After subsampling, consecutive nodes of one log are several seconds apart, so we apply
+  epsilon to the *recording*: consecutive nodes of one log are joined unless the log has a gap of
+  more than ``epsilon_s = 2.0`` s between frames (a stop of the recorder, a dropped camera) between
+  them. D of a temporal edge = elapsed time x the VNM frame rate (4 Hz for GNM), in time steps.
+- VNM edges: candidate pairs from a k-d tree (at most ``k`` nearest nodes, default 32, within
+  ``candidate_radius_m``, default 25 m) instead of all pairs, so VNM evaluations grow linearly with
+  the log; kept when the predicted distance is below ``tau`` (from the VNM sidecar: it must lie in the
+  range the VNM was trained on) and the GPS distance is at most ``eta_m`` (100 m: no "wormholes").
+- Redundant-edge removal ("transitive reduction"): an edge is dropped when another path between its
+  ends is no longer than it (x ``1 + tolerance``); edges are visited longest first and each removal
+  is checked against the graph as it is then, so connectivity and shortest-path lengths (within the
+  tolerance) are kept.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+
+DEFAULT_EPSILON_S = 2.0
+
+
+def select_nodes(t_s: np.ndarray, xy_m: np.ndarray, *, min_travel_m: float = 3.0, min_dt_s: float = 1.0) -> np.ndarray:
+    """Indices of the frames that become nodes (one log, frames in time order).
+
+    Parameters
+    ----------
+    t_s : (F,) float seconds; xy_m : (F, 2) float metres (UTM), NaN rows are skipped.
+
+    Returns
+    -------
+    (M,) int64 indices into the frames; the first valid frame is always a node.
+    """
+    t_s = np.asarray(t_s, dtype=np.float64)
+    xy = np.asarray(xy_m, dtype=np.float64)
+    if xy.shape != (t_s.shape[0], 2):
+        raise ValueError(f"xy_m: expected shape ({t_s.shape[0]}, 2), got {xy.shape}")
+    if min_travel_m < 0 or min_dt_s < 0:
+        raise ValueError("min_travel_m and min_dt_s must be >= 0")
+    out = []
+    travelled = 0.0
+    last_xy = None
+    last_t = -np.inf
+    for i in range(t_s.shape[0]):
+        if not np.all(np.isfinite(xy[i])):
+            continue
+        if last_xy is None:
+            out.append(i)
+            last_xy, last_t, prev = xy[i], t_s[i], xy[i]
+            continue
+        travelled += float(np.hypot(*(xy[i] - prev)))
+        prev = xy[i]
+        if travelled >= min_travel_m - 1e-9 and t_s[i] - last_t >= min_dt_s - 1e-9:
+            out.append(i)
+            travelled, last_xy, last_t = 0.0, xy[i], t_s[i]
+    return np.asarray(out, dtype=np.int64)
+
+
+def temporal_edges(node_t_s: np.ndarray, node_log: np.ndarray, frame_gap_break: np.ndarray, *,
+                   frame_rate_hz: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Edges between consecutive nodes of the same log, D = elapsed time x ``frame_rate_hz`` (steps).
+
+    ``frame_gap_break`` (M,) bool: True when the recording has a gap > epsilon between node j-1 and
+    node j (no edge then). Nodes must be ordered by log, then time.
+    """
+    t = np.asarray(node_t_s, dtype=np.float64)
+    same = (node_log[1:] == node_log[:-1]) & ~np.asarray(frame_gap_break[1:], dtype=bool)
+    src = np.flatnonzero(same).astype(np.int64)
+    dst = src + 1
+    return src, dst, ((t[dst] - t[src]) * frame_rate_hz).astype(np.float64)
+
+
+def candidate_pairs(xy_m: np.ndarray, *, k: int = 32, radius_m: float = 25.0,
+                    exclude: set[tuple[int, int]] | None = None) -> np.ndarray:
+    """Unordered node pairs (i < j) to test with the VNM: each node's ``k`` nearest within ``radius_m``.
+
+    Returns (P, 2) int64, sorted; pairs in ``exclude`` (e.g. temporal neighbours) left out.
+    """
+    from scipy.spatial import cKDTree
+
+    xy = np.asarray(xy_m, dtype=np.float64)
+    n = xy.shape[0]
+    if n < 2:
+        return np.zeros((0, 2), dtype=np.int64)
+    kk = min(k + 1, n)
+    dist, nbr = cKDTree(xy).query(xy, k=kk, distance_upper_bound=radius_m)
+    i = np.repeat(np.arange(n), kk)
+    j = nbr.ravel()
+    ok = (j < n) & (j != i)
+    a, b = np.minimum(i[ok], j[ok]), np.maximum(i[ok], j[ok])
+    pairs = np.unique(np.stack([a, b], axis=1), axis=0).astype(np.int64)
+    if exclude:
+        keep = np.array([(int(p), int(q)) not in exclude for p, q in pairs], dtype=bool)
+        pairs = pairs[keep]
+    return pairs.reshape(-1, 2)
+
+
+@dataclass(frozen=True)
+class PairDecision:
+    """Which candidate pairs became VNM edges: ``keep`` (P,) bool; ``wormholes`` = pairs the VNM
+    called close (< tau) but GPS puts farther than eta; ``too_far`` = pairs with D >= tau."""
+
+    keep: np.ndarray
+    wormholes: int
+    too_far: int
+
+
+def decide_pairs(distance_steps: np.ndarray, gps_distance_m: np.ndarray, *, tau_steps: float,
+                 eta_m: float = 100.0) -> PairDecision:
+    """Apply App. B's thresholds: keep D < tau and GPS distance <= eta."""
+    d = np.asarray(distance_steps, dtype=np.float64)
+    g = np.asarray(gps_distance_m, dtype=np.float64)
+    close = np.isfinite(d) & (d < tau_steps)
+    wormhole = close & (g > eta_m)
+    return PairDecision(close & ~wormhole, int(wormhole.sum()), int((~close).sum()))
+
+
+@nb.njit(nb.boolean(nb.int64[::1], nb.int64[::1], nb.float64[::1], nb.boolean[::1], nb.int64, nb.int64,
+                    nb.int64, nb.float64, nb.float64[::1], nb.int64[::1], nb.int64[::1]),
+         cache=True, nogil=True)
+def _has_path_within(indptr, nbr, w, alive, edge_id_skip, s, t, limit, dist, touched, half_id):  # pragma: no cover
+    """Bounded Dijkstra from s (undirected CSR with edge ids in ``nbr`` order): is dist(s, t) <= limit
+    without edge ``edge_id_skip``? ``dist`` must be +inf everywhere on entry and is restored."""
+    n_touched = 0
+    dist[s] = 0.0
+    touched[n_touched] = s
+    n_touched += 1
+    heap = [(0.0, s)]
+    found = False
+    while len(heap) > 0:
+        d, u = heapq.heappop(heap)
+        if d > dist[u]:
+            continue
+        if u == t:
+            found = True
+            break
+        for e in range(indptr[u], indptr[u + 1]):
+            eid = half_id[e]
+            if eid == edge_id_skip or not alive[eid]:
+                continue
+            v = nbr[e]
+            nd = d + w[e]
+            if nd <= limit and nd < dist[v]:
+                if dist[v] == np.inf:
+                    touched[n_touched] = v
+                    n_touched += 1
+                dist[v] = nd
+                heapq.heappush(heap, (nd, v))
+    for j in range(n_touched):
+        dist[touched[j]] = np.inf
+    return found
+
+
+def reduce_edges(n_nodes: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, *,
+                 tolerance: float = 0.0) -> np.ndarray:
+    """Redundant-edge removal on an undirected graph; returns ``keep`` (E,) bool.
+
+    Edge (u, v, w) is removed when another path u..v of length <= w x (1 + tolerance) remains in the
+    graph at that moment. Longest edges are visited first. Connectivity is never lost.
+    """
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    w = np.asarray(weight, dtype=np.float64)
+    e = src.shape[0]
+    if e == 0:
+        return np.zeros(0, dtype=bool)
+    # undirected CSR carrying the edge id of every half-edge
+    ends = np.concatenate([src, dst])
+    other = np.concatenate([dst, src])
+    eid = np.concatenate([np.arange(e), np.arange(e)])
+    order = np.argsort(ends, kind="stable")
+    indptr = np.zeros(n_nodes + 1, dtype=np.int64)
+    np.add.at(indptr, ends + 1, 1)
+    indptr = np.cumsum(indptr)
+    nbr = np.ascontiguousarray(other[order])
+    half_w = np.ascontiguousarray(np.concatenate([w, w])[order])
+    half_id = np.ascontiguousarray(eid[order])
+    alive = np.ones(e, dtype=bool)
+    dist = np.full(n_nodes, np.inf)
+    touched = np.empty(n_nodes, dtype=np.int64)
+    for k in np.argsort(-w, kind="stable"):
+        if src[k] == dst[k] or _has_path_within(indptr, nbr, half_w, alive, int(k), int(src[k]), int(dst[k]),
+                                                 float(w[k]) * (1.0 + tolerance), dist, touched, half_id):
+            alive[k] = False
+    return alive

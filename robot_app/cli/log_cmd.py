@@ -1,0 +1,57 @@
+"""``robot-app log import-recon`` and ``robot-app log info``: traversal logs."""
+
+from __future__ import annotations
+
+import json
+
+from robot_app.cli import UsageError
+
+
+def register(sub, groups) -> None:
+    imp = groups["log"].add_parser("import-recon", help="import RECON-style HDF5 drives into a traversal log")
+    imp.add_argument("files", nargs="+", metavar="FILE.hdf5")
+    imp.add_argument("--out", required=True, metavar="LOG", help="log folder (created or continued)")
+    imp.add_argument("--rate-hz", type=float, default=3.0, help="sample rate of the files (RECON: 3 Hz)")
+    imp.add_argument("--json", action="store_true")
+    imp.set_defaults(func=_import)
+    info = groups["log"].add_parser("info", help="what a traversal log holds")
+    info.add_argument("log", metavar="LOG")
+    info.add_argument("--json", action="store_true")
+    info.set_defaults(func=_info)
+
+
+def _import(args, config) -> int:
+    from robot_app.recon_import import ReconFormatError, import_recon
+
+    try:
+        counts = import_recon(args.files, args.out, rate_hz=args.rate_hz)
+    except (ReconFormatError, FileNotFoundError, ValueError, OSError) as exc:
+        raise UsageError(str(exc)) from exc
+    print(json.dumps(counts) if args.json else
+          f"imported {counts['files']} file(s) into {args.out}: {counts['frames']} frames, "
+          f"{counts['gps_fixes']} GPS fixes, {counts['gps_no_fix']} samples without a fix")
+    return 0
+
+
+def _info(args, config) -> int:
+    import numpy as np
+
+    from core.tlog import LogFormatError, frame_positions, read_log
+
+    try:
+        tl = read_log(args.log)
+    except LogFormatError as exc:
+        raise UsageError(str(exc)) from exc
+    _, _, valid = frame_positions(tl)
+    ft = tl.frame_t_s
+    out = {"log": args.log, "meta": tl.meta, "frames": int(ft.size),
+           "duration_s": float(ft[-1] - ft[0]) if ft.size else 0.0,
+           "frames_with_position": int(valid.sum()), "gps_samples": int(tl.gps["t_s"].size),
+           "gps_fixes": int(np.sum(tl.gps["quality"] > 0)), "odom_samples": int(tl.odom["t_s"].size)}
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"log {args.log}: {out['frames']} frames over {out['duration_s']:.1f} s, "
+              f"{out['frames_with_position']} with a GPS position; {out['gps_fixes']}/{out['gps_samples']} "
+              f"GPS samples with a fix; {out['odom_samples']} odometry samples")
+    return 0

@@ -1,0 +1,96 @@
+"""core.graph_build: node selection, temporal edges, candidate pairs, thresholds, redundant-edge removal."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from core.graph_build import candidate_pairs, decide_pairs, reduce_edges, select_nodes, temporal_edges
+
+
+def test_select_nodes_every_3_m_and_1_s():
+    t = np.arange(100) * 0.25                     # 4 Hz
+    xy = np.stack([np.arange(100) * 0.5, np.zeros(100)], axis=1)   # 2 m/s
+    idx = select_nodes(t, xy, min_travel_m=3.0, min_dt_s=1.0)
+    assert idx[0] == 0
+    assert np.all(np.diff(xy[idx, 0]) >= 3.0 - 1e-9) and np.all(np.diff(t[idx]) >= 1.0 - 1e-9)
+    slow = select_nodes(t, xy / 10, min_travel_m=3.0, min_dt_s=1.0)   # 0.2 m/s: travel-limited
+    assert np.all(np.diff(xy[slow, 0] / 10) >= 3.0 - 1e-9)
+
+
+def test_select_nodes_skips_frames_without_position_and_standing_still():
+    t = np.arange(10.0)
+    xy = np.zeros((10, 2))
+    xy[3] = np.nan
+    assert select_nodes(t, xy).tolist() == [0]   # never moved: one node
+    with pytest.raises(ValueError, match="xy_m"):
+        select_nodes(t, xy[:5])
+
+
+def test_temporal_edges_follow_each_log_and_break_at_gaps():
+    t = np.array([0.0, 3.0, 6.0, 0.0, 2.0, 10.0])
+    log = np.array([0, 0, 0, 1, 1, 1])
+    gap = np.array([False, False, False, False, False, True])
+    s, d, w = temporal_edges(t, log, gap, frame_rate_hz=4.0)
+    assert list(zip(s.tolist(), d.tolist())) == [(0, 1), (1, 2), (3, 4)]
+    np.testing.assert_allclose(w, [12.0, 12.0, 8.0])
+
+
+def test_candidate_pairs_are_local_and_bounded():
+    rng = np.random.default_rng(0)
+    xy = rng.uniform(0, 500, (400, 2))
+    pairs = candidate_pairs(xy, k=5, radius_m=40.0)
+    d = np.linalg.norm(xy[pairs[:, 0]] - xy[pairs[:, 1]], axis=1)
+    assert np.all(d <= 40.0) and np.all(pairs[:, 0] < pairs[:, 1])
+    assert len(pairs) <= 400 * 5
+    excl = candidate_pairs(xy, k=5, radius_m=40.0, exclude={tuple(pairs[0])})
+    assert len(excl) == len(pairs) - 1
+
+
+def test_decide_pairs_rejects_wormholes_and_far_pairs():
+    dec = decide_pairs(np.array([3.0, 3.0, 30.0, np.nan]), np.array([10.0, 300.0, 10.0, 5.0]), tau_steps=15.0,
+                       eta_m=100.0)
+    assert dec.keep.tolist() == [True, False, False, False]
+    assert dec.wormholes == 1 and dec.too_far == 2
+
+
+def test_reduce_edges_triangle():
+    keep = reduce_edges(3, np.array([0, 1, 0]), np.array([1, 2, 2]), np.array([1.0, 1.0, 2.0]))
+    assert keep.tolist() == [True, True, False]
+    # the direct edge (1.9) is shorter than the detour (2.0): kept unless the tolerance allows 5 % more
+    keep = reduce_edges(3, np.array([0, 1, 0]), np.array([1, 2, 2]), np.array([1.0, 1.0, 1.9]))
+    assert keep.tolist() == [True, True, True]
+    keep = reduce_edges(3, np.array([0, 1, 0]), np.array([1, 2, 2]), np.array([1.0, 1.0, 1.9]), tolerance=0.06)
+    assert keep.tolist() == [True, True, False]
+
+
+def test_reduce_edges_parallel_edges_and_self_loops():
+    keep = reduce_edges(2, np.array([0, 0, 1]), np.array([1, 1, 1]), np.array([2.0, 2.0, 0.5]))
+    assert keep.sum() == 1 and not keep[2]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_reduction_keeps_shortest_paths_and_connectivity(seed):
+    rng = np.random.default_rng(seed)
+    n = 60
+    xy = rng.uniform(0, 100, (n, 2))
+    pairs = candidate_pairs(xy, k=8, radius_m=40.0)
+    # coarse, VNM-like distances (whole time steps): detours of equal length exist
+    w = np.ceil(np.linalg.norm(xy[pairs[:, 0]] - xy[pairs[:, 1]], axis=1) / 8.0)
+    keep = reduce_edges(n, pairs[:, 0], pairs[:, 1], w)
+    assert (~keep).sum() > 0
+
+    def graph(mask):
+        g = nx.Graph()
+        g.add_nodes_from(range(n))
+        g.add_weighted_edges_from((int(a), int(b), float(c)) for (a, b), c in zip(pairs[mask], w[mask]))
+        return g
+
+    before, after = graph(np.ones_like(keep)), graph(keep)
+    assert nx.number_connected_components(before) == nx.number_connected_components(after)
+    d0 = dict(nx.all_pairs_dijkstra_path_length(before))
+    d1 = dict(nx.all_pairs_dijkstra_path_length(after))
+    for a in d0:
+        for b, v in d0[a].items():
+            assert d1[a][b] == pytest.approx(v, rel=1e-9)

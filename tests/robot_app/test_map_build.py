@@ -1,0 +1,97 @@
+"""The map-building job on synthetic logs with known geometry (GPS fallback: no VNM installed)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from core.mapstore import open_map
+from robot_app.cli import main
+from robot_app.config import Config, MappingConfig
+from robot_app.map_build import build_map
+from robot_app.synthetic_logs import write_synthetic_log
+
+
+@pytest.fixture
+def crossing_logs(tmp_path):
+    """Log A drives east 0 -> 80 m along y = 0; log B drives north across it at x = 40 m."""
+    a = tmp_path / "a"
+    b = tmp_path / "b"
+    write_synthetic_log(a, [(0, 0), (80, 0)], seed=1)
+    write_synthetic_log(b, [(40, -40), (40, 40)], seed=2, t0_s=1000.0)
+    return a, b
+
+
+def cfg(tmp_path, **mapping):
+    return dataclasses.replace(Config(), mapping=dataclasses.replace(MappingConfig(), **mapping),
+                               paths=dataclasses.replace(Config().paths, models_dir=str(tmp_path / "no-models")))
+
+
+def test_two_crossing_drives_make_one_connected_map(tmp_path, crossing_logs):
+    out = tmp_path / "m.map"
+    rep = build_map(crossing_logs, out, config=cfg(tmp_path))
+    assert rep.distance_source.startswith("gps fallback")
+    assert rep.components == 1
+    with open_map(out) as m:
+        assert len(m.nodes) == rep.nodes and 50 <= rep.nodes <= 56  # about one per 3 m over 2 x 80 m
+        src = m.edges.source
+        assert set(src.tolist()) == {"temporal", "gps"}
+        # the temporal chain of log A: consecutive nodes 0..k joined
+        assert rep.edges["temporal"] >= 2 * 25
+        # loop closures only where the drives cross (near x = 40 m, y = 0 m)
+        gps_edges = np.stack([m.edges.src[src == "gps"], m.edges.dst[src == "gps"]], axis=1)
+        xy = np.stack([m.nodes.easting_m, m.nodes.northing_m], axis=1)
+        xy -= xy[0]
+        mid = (xy[gps_edges[:, 0]] + xy[gps_edges[:, 1]]) / 2
+        assert np.all(np.abs(mid[:, 0] - 40) < 8) and np.all(np.abs(mid[:, 1]) < 8)
+        assert m.metadata["build"]["epsilon_s"] == 2.0
+        assert m.metadata["build"]["distance_source"].startswith("gps fallback")
+        assert m.image_count() == len(m.nodes) and m.images(0)[0][:2] == b"\xff\xd8"
+    assert not (tmp_path / "m.map.build-cache.sqlite").exists()
+
+
+def test_look_alike_place_300_m_away_is_never_joined(tmp_path):
+    same = lambda p: (200, 40, 40)  # noqa: E731 - every frame looks the same
+    write_synthetic_log(tmp_path / "a", [(0, 0), (30, 0)], colour_fn=same, seed=1)
+    write_synthetic_log(tmp_path / "b", [(300, 0), (330, 0)], colour_fn=same, seed=2, t0_s=500.0)
+    # a candidate radius and link distance wider than eta: only the eta rule can keep them apart
+    rep = build_map([tmp_path / "a", tmp_path / "b"], tmp_path / "m.map",
+                    config=cfg(tmp_path, candidate_radius_m=400.0, gps_link_m=400.0, eta_m=100.0))
+    assert rep.rejected_wormholes > 0
+    assert rep.components == 2
+
+
+def test_gps_dropout_breaks_the_temporal_chain(tmp_path):
+    write_synthetic_log(tmp_path / "a", [(0, 0), (60, 0)], gps_dropout=(20.0, 30.0))
+    rep = build_map([tmp_path / "a"], tmp_path / "m.map", config=cfg(tmp_path, gps_link_m=1.0))
+    assert rep.components == 2  # nothing bridges the 10 s without fixes
+
+
+def test_redundant_edges_are_removed_and_reported(tmp_path, crossing_logs):
+    rep = build_map(crossing_logs, tmp_path / "m.map", config=cfg(tmp_path, gps_link_m=10.0))
+    assert rep.removed_redundant > 0
+
+
+def test_existing_map_is_kept_unless_overwrite(tmp_path, crossing_logs):
+    out = tmp_path / "m.map"
+    build_map(crossing_logs, out, config=cfg(tmp_path))
+    with pytest.raises(FileExistsError):
+        build_map(crossing_logs, out, config=cfg(tmp_path))
+    build_map(crossing_logs, out, config=cfg(tmp_path), overwrite=True)
+
+
+def test_cli_map_build_info_plot(tmp_path, crossing_logs, capsys):
+    out = tmp_path / "m.map"
+    conf = tmp_path / "c.toml"
+    conf.write_text(f'[paths]\nmodels_dir = "{tmp_path / "none"}"\n')
+    assert main(["--config", str(conf), "map", "build", *map(str, crossing_logs), "--out", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["components"] == 1 and report["nodes"] == 54  # 27 per 80 m drive
+    assert main(["map", "plot", str(out), "--out", str(tmp_path / "m.png")]) == 0
+    assert (tmp_path / "m.png").read_bytes()[:4] == b"\x89PNG"
+    capsys.readouterr()
+    assert main(["map", "build", str(tmp_path / "nolog"), "--out", str(tmp_path / "x.map")]) == 2
+    assert "not a traversal log" in capsys.readouterr().err
