@@ -106,3 +106,23 @@ def test_own_instruction_set_meets_target():
 def test_shared_development_set_meets_target(shared_data):
     items = _load(shared_data / "landmark_instructions.jsonl")
     assert _mean_success(items) >= 0.95
+
+
+# --- robustness: never raises on arbitrary text ---------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_WORDS = st.sampled_from(
+    "a an the another two first second of with near next to in front past after before until which it "
+    "is then and but don't avoid on the way final destination start at go turn left right stop bench "
+    "tree red parked by way via blocks meters . , ; ! ? '".split())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=200), st.lists(_WORDS, max_size=40).map(" ".join)))
+def test_parser_never_raises_and_returns_clean_strings(text):
+    out = parse_landmarks(text)
+    assert isinstance(out, list)
+    for lm in out:
+        assert isinstance(lm, str) and lm == lm.strip() and lm
