@@ -44,6 +44,7 @@ _CONTINUE_LEADS = frozenset({"and", "or", "then", ",", ";"})
 _FINAL_WORDS = frozenset({"destination", "goal"})
 _FINAL_PAIRS = frozenset({("final", "stop"), ("last", "stop"), ("final", "point"), ("end", "point"),
                           ("final", "location"), ("final", "target")})
+_GOAL_WORDS = frozenset({"to", "toward", "towards", "at", "for", "find", "reach", "see", "by", "near"})
 _START_WORDS = frozenset({"start", "begin", "starting", "beginning", "starts", "begins"})
 MAX_INSTRUCTION_CHARS = 10_000
 
@@ -102,9 +103,11 @@ def split_clauses(sentence: list[str]) -> list[_Clause]:
             clauses.append(_Clause(lead=[tok]))
         elif low in _NEW_SUBJECTS and cur.words and set(cur.lead) & _SUBORDINATORS:
             clauses.append(_Clause(lead=[","], words=[tok]))  # "Before the bridge you will ..."
-        elif low in _CLAUSE_WORDS or (low in ("past", "beyond") and (prev in lx.BE_VERBS or is_open_word(prev))):
-            # "past"/"beyond" after "is" or right after a noun ("the lamp post past the hotel") orders
-            # like "after"; after a verb ("drive past") it is a path preposition.
+        elif low in _CLAUSE_WORDS or (low in ("past", "beyond") and (
+                prev in lx.BE_VERBS or (is_open_word(prev) and _after_goal_phrase(cur.words)))):
+            # "past"/"beyond" after "is" or after a goal ("go to the lamp post past the hotel") orders
+            # like "after"; after a verb ("drive past") or a followed way ("follow the road past the
+            # silo") it is a path preposition.
             word = "after" if low in ("past", "beyond") else low
             if cur.words:
                 clauses.append(_Clause(lead=[word]))
@@ -113,6 +116,15 @@ def split_clauses(sentence: list[str]) -> list[_Clause]:
         else:
             cur.words.append(tok)
     return [c for c in clauses if c.words or c.lead]
+
+
+def _after_goal_phrase(words: list[str]) -> bool:
+    """True when the clause so far ends in a phrase introduced by a goal word ("to the lamp post")."""
+    low = [w.lower() for w in words]
+    for j in range(len(low) - 1, -1, -1):
+        if low[j] in lx.DETERMINERS:
+            return j > 0 and low[j - 1] in _GOAL_WORDS
+    return False
 
 
 def _has_way_marker(low: list[str]) -> str | None:
