@@ -104,12 +104,15 @@ def _chat_prompt(llama: Any, request: dict, kwargs: dict) -> str:
     template = llama.metadata.get("tokenizer.chat_template")
     if not template:
         raise LlmError("the model has no chat template (tokenizer.chat_template); use the plain prompt")
-    eos = llama._model.token_get_text(llama.token_eos())
-    bos = llama._model.token_get_text(llama.token_bos())
+    eos = llama.detokenize([llama.token_eos()], special=True).decode("utf-8", errors="replace")
+    bos = llama.detokenize([llama.token_bos()], special=True).decode("utf-8", errors="replace")
     formatted = Jinja2ChatFormatter(template, eos_token=eos, bos_token=bos)(messages=request["messages"])
     extra = formatted.stop if isinstance(formatted.stop, list) else [formatted.stop] if formatted.stop else []
     kwargs["stop"] = list(kwargs["stop"]) + extra
-    return formatted.prompt
+    prompt = formatted.prompt
+    if bos and prompt.startswith(bos):  # llama-cpp-python adds the BOS token itself
+        prompt = prompt[len(bos):]
+    return prompt
 
 
 def _run(llama: Any, request: dict, grammars: GrammarCache) -> dict:
