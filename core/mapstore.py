@@ -357,22 +357,37 @@ class MapWriter:
     def add_image(self, node: int, jpeg: bytes, *, camera: str = "front",
                   embeddings: dict[str, np.ndarray] | None = None) -> int:
         """Store one JPEG for ``node`` with optional embeddings {model name: (D,) vector -> float16}."""
-        if not isinstance(jpeg, (bytes, bytearray)) or not bytes(jpeg[:2]) == b"\xff\xd8":
-            raise MapWriteError(f"add_image: node {node}: image is not JPEG data")
+        return self.add_images([node], [jpeg], camera=camera,
+                               embeddings={k: np.asarray(v)[None] for k, v in (embeddings or {}).items()})[0]
+
+    def add_images(self, nodes: Sequence[int], jpegs: Sequence[bytes], *, camera: str = "front",
+                   embeddings: dict[str, np.ndarray] | None = None) -> list[int]:
+        """Store one JPEG per node in one transaction; ``embeddings`` maps a model name to (len(nodes), D)."""
+        if len(nodes) != len(jpegs):
+            raise MapWriteError("add_images: nodes and jpegs must have equal lengths")
+        embeddings = {k: np.asarray(v, dtype=np.float32) for k, v in (embeddings or {}).items()}
+        for model, vecs in embeddings.items():
+            if vecs.ndim != 2 or vecs.shape[0] != len(nodes) or vecs.shape[1] == 0:
+                raise MapWriteError(f"add_images: embedding {model!r} must have shape ({len(nodes)}, D)")
+        ids = []
         with self._conn:
-            try:
-                cur = self._conn.execute("INSERT INTO images(node_id, camera, jpeg) VALUES (?, ?, ?)",
-                                         (int(node), camera, bytes(jpeg)))
-            except sqlite3.IntegrityError as exc:
-                raise MapWriteError(f"add_image: node {node} does not exist") from exc
-            image_id = int(cur.lastrowid)
-            for model, vec in (embeddings or {}).items():
-                v = np.asarray(vec, dtype=np.float32).ravel()
-                if v.size == 0 or not np.all(np.isfinite(v)):
-                    raise MapWriteError(f"add_image: node {node}: embedding {model!r} is empty or not finite")
-                self._conn.execute("INSERT INTO embeddings VALUES (?, ?, ?, ?)",
-                                   (image_id, model, int(v.size), v.astype("<f2").tobytes()))
-        return image_id
+            for j, (node, jpeg) in enumerate(zip(nodes, jpegs)):
+                if not isinstance(jpeg, (bytes, bytearray)) or not bytes(jpeg[:2]) == b"\xff\xd8":
+                    raise MapWriteError(f"add_image: node {node}: image is not JPEG data")
+                try:
+                    cur = self._conn.execute("INSERT INTO images(node_id, camera, jpeg) VALUES (?, ?, ?)",
+                                             (int(node), camera, bytes(jpeg)))
+                except sqlite3.IntegrityError as exc:
+                    raise MapWriteError(f"add_image: node {node} does not exist") from exc
+                image_id = int(cur.lastrowid)
+                ids.append(image_id)
+                for model, vecs in embeddings.items():
+                    v = vecs[j]
+                    if not np.all(np.isfinite(v)):
+                        raise MapWriteError(f"add_image: node {node}: embedding {model!r} is empty or not finite")
+                    self._conn.execute("INSERT INTO embeddings VALUES (?, ?, ?, ?)",
+                                       (image_id, model, int(v.size), v.astype("<f2").tobytes()))
+        return ids
 
     def add_edges(self, src: Sequence[int], dst: Sequence[int], weight_steps: Iterable[float], *,
                   source: str, undirected: bool = True) -> int:

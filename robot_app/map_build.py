@@ -298,7 +298,7 @@ def build_map(log_dirs: Sequence[str | Path], out: str | Path, *, config, models
     with MapWriter.create(out, metadata=meta, overwrite=overwrite) as writer:
         writer.add_nodes(timestamp_s=nodes.t_s, lat_deg=nodes.lat_deg, lon_deg=nodes.lon_deg,
                          heading_rad=nodes.heading_rad)
-        _write_images(writer, logs, nodes, clip, progress=progress, batch=mc.clip_batch)
+        _write_images(writer, logs, nodes, clip, progress=progress, batch=max(mc.clip_batch, 256 if clip is None else 1))
         for k in ("temporal", "vnm", "gps"):
             sel = kind == k
             if sel.any():
@@ -312,13 +312,14 @@ def build_map(log_dirs: Sequence[str | Path], out: str | Path, *, config, models
 
 
 def _write_images(writer, logs, nodes: BuildNodes, clip, *, progress: bool, batch: int) -> None:
+    """Copy each node's frame into the map (one transaction per batch), with CLIP embeddings if installed."""
     n = nodes.t_s.size
     with _progress_bar(n, "node images", progress, unit="node") as bar:
-        for s in range(0, n, batch):
-            idx = range(s, min(s + batch, n))
-            jpegs = [logs[nodes.log_index[i]].frame_jpeg([logs[nodes.log_index[i]].frame_id[nodes.frame_index[i]]])[0]
-                     for i in idx]
-            emb = clip.encode_images([decode_jpeg(j) for j in jpegs]) if clip is not None else None
-            for k, (i, jpeg) in enumerate(zip(idx, jpegs)):
-                writer.add_image(i, jpeg, embeddings={clip.model_id: emb[k]} if clip is not None else None)
-            bar.update(len(idx))
+        for li, tl in enumerate(logs):
+            mine = np.flatnonzero(nodes.log_index == li)
+            for s in range(0, mine.size, batch):
+                idx = mine[s:s + batch]
+                jpegs = tl.frame_jpeg(tl.frame_id[nodes.frame_index[idx]])
+                emb = {clip.model_id: clip.encode_images([decode_jpeg(j) for j in jpegs])} if clip is not None else None
+                writer.add_images(idx.tolist(), jpegs, embeddings=emb)
+                bar.update(idx.size)

@@ -17,17 +17,39 @@ def register(sub, groups) -> None:
                    help="skip the pure-Python reference above this size (it takes minutes)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_bench_search)
+    mb = groups["bench"].add_parser("map-build", help="map building on synthetic drives of growing length")
+    mb.add_argument("--sizes", default="1000,10000,50000", help="comma-separated frame counts")
+    mb.add_argument("--models", metavar="DIR", help="models directory with a VNM (default: [paths] models_dir; "
+                                                    "without one the GPS fallback is measured)")
+    mb.add_argument("--json", action="store_true")
+    mb.set_defaults(func=_bench_map_build)
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError as exc:
+        raise UsageError(f"--sizes: expected comma-separated integers, got {text!r}") from exc
+    if not sizes or min(sizes) < 2:
+        raise UsageError("--sizes: every size must be >= 2")
+    return sizes
+
+
+def _bench_map_build(args, config) -> int:
+    from robot_app.bench import map_build
+
+    res = map_build.run(_sizes(args.sizes), config=config, models_dir=args.models,
+                        progress=lambda msg: print(f"bench map-build: {msg}", file=sys.stderr))
+    print(json.dumps(res, indent=2) if args.json else map_build.format_table(res))
+    return 0
 
 
 def _bench_search(args, config) -> int:
     from robot_app.bench import search
 
-    try:
-        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    except ValueError as exc:
-        raise UsageError(f"--sizes: expected comma-separated integers, got {args.sizes!r}") from exc
-    if not sizes or min(sizes) < 2 or args.landmarks < 1 or args.repeats < 1:
-        raise UsageError("--sizes must be >= 2 nodes, --landmarks and --repeats >= 1")
+    sizes = _sizes(args.sizes)
+    if args.landmarks < 1 or args.repeats < 1:
+        raise UsageError("--landmarks and --repeats must be >= 1")
     res = search.run(sizes, landmarks=args.landmarks, repeats=args.repeats, python_max_nodes=args.python_max_nodes,
                      progress=lambda msg: print(f"bench search: {msg}", file=sys.stderr))
     print(json.dumps(res, indent=2) if args.json else search.format_table(res))

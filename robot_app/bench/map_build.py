@@ -1,0 +1,96 @@
+"""``robot-app bench map-build``: map building on synthetic drives of growing length.
+
+Each drive is a lawnmower pattern (rows 10 m apart, 1 m/s, 4 Hz frames), so rows pass near each other
+and candidate pairs exist all along. Reports per phase times, candidate pairs and VNM evaluations per
+frame (they must stay about constant: the k-d tree limits pairs, the cost is linear in the log), and,
+with a VNM installed, the measured latency of one batch and the time a 10k-frame build would spend
+in the VNM.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+
+def lawnmower(frames: int, *, row_m: float = 100.0, spacing_m: float = 10.0, speed_mps: float = 1.0,
+              rate_hz: float = 4.0) -> list[tuple[float, float]]:
+    """Waypoints of a lawnmower drive long enough for ``frames`` frames."""
+    length = frames * speed_mps / rate_hz
+    pts, y, east = [(0.0, 0.0)], 0.0, True
+    while length > 0:
+        x = row_m if east else 0.0
+        pts.append((x, y))
+        length -= row_m
+        y += spacing_m
+        pts.append((x, y))
+        length -= spacing_m
+        east = not east
+    return pts
+
+
+def run(sizes=(1_000, 10_000, 50_000), *, config, models_dir: str | None = None,
+        progress: Callable[[str], None] | None = None) -> dict:
+    from robot_app.map_build import _open_optional, build_map
+    from robot_app.synthetic_logs import write_synthetic_log
+
+    models = Path(models_dir or config.paths.models_dir)
+    cfg = dataclasses.replace(config, paths=dataclasses.replace(config.paths, models_dir=str(models)))
+    out = {"sizes": [], "models_dir": str(models)}
+    vnm = _open_optional("models.vnm:open_vnm", models, cfg, "VNM")
+    if vnm is not None:
+        h, w = vnm.image_height, vnm.image_width
+        obs = np.zeros((1, vnm.obs_channels, h, w), np.float32)
+        goals = np.zeros((cfg.mapping.vnm_batch, 3, h, w), np.float32)
+        vnm.predict(obs, goals)
+        t = time.perf_counter()
+        for _ in range(5):
+            vnm.predict(obs, goals)
+        out["vnm_batch"] = cfg.mapping.vnm_batch
+        out["vnm_batch_s"] = (time.perf_counter() - t) / 5
+        out["vnm_model"] = vnm.model_id
+    with tempfile.TemporaryDirectory() as tmp:
+        for frames in sizes:
+            if progress:
+                progress(f"synthetic drive of {frames} frames")
+            log_dir = Path(tmp) / f"log{frames}"
+            t = time.perf_counter()
+            write_synthetic_log(log_dir, lawnmower(frames), seed=frames)
+            write_s = time.perf_counter() - t
+            if progress:
+                progress(f"building the map of {frames} frames")
+            rep = build_map([log_dir], Path(tmp) / f"map{frames}.sqlite", config=cfg, use_clip=False)
+            row = {"frames": frames, "nodes": rep.nodes, "candidate_pairs": rep.candidate_pairs,
+                   "pairs_per_node": rep.candidate_pairs / max(rep.nodes, 1), "vnm_evaluations": rep.vnm_evaluations,
+                   "edges": rep.edges, "removed_redundant": rep.removed_redundant, "components": rep.components,
+                   "phase_s": rep.phase_s, "write_log_s": write_s, "distance_source": rep.distance_source}
+            if "vnm_batch_s" in out:
+                row["vnm_estimate_s"] = rep.candidate_pairs / out["vnm_batch"] * out["vnm_batch_s"]
+            out["sizes"].append(row)
+    if "vnm_batch_s" in out:
+        per_pair = out["vnm_batch_s"] / out["vnm_batch"]
+        ten_k = next((r for r in out["sizes"] if r["frames"] == 10_000), None)
+        if ten_k:
+            out["estimate_10k_frames_vnm_s"] = ten_k["candidate_pairs"] * per_pair
+    return out
+
+
+def format_table(res: dict) -> str:
+    lines = [f"map build ({res['sizes'][0]['distance_source'] if res['sizes'] else ''})",
+             f"{'frames':>7} {'nodes':>6} {'pairs':>7} {'pairs/node':>10} {'VNM evals':>9} "
+             f"{'pairs s':>8} {'dist s':>8} {'reduce s':>8} {'write s':>8}"]
+    for r in res["sizes"]:
+        p = r["phase_s"]
+        lines.append(f"{r['frames']:>7} {r['nodes']:>6} {r['candidate_pairs']:>7} {r['pairs_per_node']:>10.1f} "
+                     f"{r['vnm_evaluations']:>9} {p['pairs']:>8.2f} {p['distances']:>8.2f} {p['reduction']:>8.2f} "
+                     f"{p['write']:>8.2f}")
+    if "vnm_batch_s" in res:
+        lines.append(f"VNM batch of {res['vnm_batch']}: {res['vnm_batch_s'] * 1e3:.1f} ms ({res['vnm_model']})")
+    if "estimate_10k_frames_vnm_s" in res:
+        lines.append(f"10k frames: about {res['estimate_10k_frames_vnm_s']:.0f} s of VNM time at that latency")
+    return "\n".join(lines)
