@@ -104,7 +104,7 @@ BARE_ATTACH = frozenset({"of", "with"})
 # Words after which a bare noun phrase is a landmark ("go past bleachers", "look for parked cars").
 BARE_TRIGGERS = frozenset({
     "past", "to", "toward", "towards", "at", "near", "beside", "by", "for", "reach", "find", "see",
-    "pass", "passing", "under", "through", "behind", "between", "along", "around", "into", "onto",
+    "pass", "passing", "under", "through", "behind", "between", "along", "around", "into", "onto", "on",
 })
 NEGATIONS = frozenset({"don't", "dont", "not", "never", "avoid", "avoiding", "without", "doesn't",
                        "won't", "shouldn't", "mustn't", "instead"})

@@ -108,7 +108,8 @@ def split_clauses(sentence: list[str]) -> list[_Clause]:
             # "past"/"beyond" after "is" or after a goal ("go to the lamp post past the hotel") orders
             # like "after"; after a verb ("drive past") or a followed way ("follow the road past the
             # silo") it is a path preposition.
-            word = "after" if low in ("past", "beyond") else low
+            # "is past Y" orders like "after"; "the lamp post past Y" refers to the phrase just before
+            word = ("after" if prev in lx.BE_VERBS else "past") if low in ("past", "beyond") else low
             if cur.words:
                 clauses.append(_Clause(lead=[word]))
             else:
@@ -216,9 +217,9 @@ def _new_statement(clause: _Clause, index: int, prev: _Statement | None, sentenc
             op, ref = "before", state.last
         else:
             carry["first"] = state.last
-    elif "after" in lead and index > 0 and prev is not None:
+    elif ("after" in lead or "past" in lead) and index > 0 and prev is not None:
         if prev.landmarks:
-            op, ref = "before", prev.landmarks[0]
+            op, ref = "before", prev.landmarks[-1 if "past" in lead else 0]
         elif prev.pronoun_subject:
             op, ref = "before", state.last
     elif "before" in lead and prev is not None and prev.pronoun_subject:

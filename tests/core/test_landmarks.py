@@ -71,6 +71,12 @@ def test_extraction_success_rejects_empty_truth_and_non_strings():
     ("Stop next to an SUV near the old parking meter.", ["an SUV near the old parking meter"]),
     ("Go to the far side of the bridge.", ["a bridge"]),
     ("Head to the solar panels.", ["solar panels"]),
+    ("Head east on Elm Street to the library.", ["Elm Street", "a library"]),
+    ("Go past a couple of benches to the third lamp post past the hotel.",
+     ["benches", "a hotel", "a lamp post"]),
+    ("Follow the dirt road past the silo.", ["a dirt road", "a silo"]),
+    ("Stop when you get to a blue van parked beside a hedge.", ["a blue van parked beside a hedge"]),
+    ("Go to the flag pole in the middle of the square.", ["a flag pole in the middle of the square"]),
     ("Turn left.", []),
     ("", []),
 ])
