@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +173,7 @@ class WorkerLlm(LlmClient):
         self.restarts = 0
         self._proc: Any = None
         self._conn: Any = None
+        self._finalizer: Any = None
         self._closed = False
         self._start()
 
@@ -198,6 +200,8 @@ class WorkerLlm(LlmClient):
         finally:
             child.close()
         self._proc, self._conn = proc, parent
+        # a client dropped without close() must not leave its worker behind
+        self._finalizer = weakref.finalize(self, _reap, proc)
         try:
             parent.send(self._load_kwargs)
             ready = self._receive(self._load_timeout_s, what="loading the model")
@@ -231,6 +235,9 @@ class WorkerLlm(LlmClient):
     def _kill(self) -> None:
         proc, conn = self._proc, self._conn
         self._proc = self._conn = None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
         if conn is not None:
             conn.close()
         if proc is not None:
@@ -272,6 +279,15 @@ class WorkerLlm(LlmClient):
             except (OSError, ValueError, subprocess.TimeoutExpired):
                 pass
         self._kill()
+
+
+def _reap(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        try:
+            proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a process that ignores SIGKILL
+            pass
 
 
 def open_llm(model_path: str | Path, *, n_ctx: int = 2048, n_threads: int = 1, n_gpu_layers: int = 0,

@@ -15,6 +15,7 @@ A request ``{"kind": "crash"}`` aborts the process (used by tests of the restart
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from typing import Any
@@ -65,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m models.llm.worker FD``: serve on the inherited socket ``FD``."""
     from multiprocessing.connection import Connection
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or not args[0].isdigit():
         sys.stderr.write("usage: python -m models.llm.worker FD\n")

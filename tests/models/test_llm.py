@@ -162,3 +162,13 @@ def test_worker_reports_load_failure(tmp_path):
     junk.write_bytes(b"GGUF but not really")
     with pytest.raises(LlmError):
         open_llm(junk, in_process=False, load_timeout_s=60)
+
+
+def test_dropped_worker_client_does_not_leave_its_process(tiny_model):
+    import gc
+
+    worker = open_llm(tiny_model, n_ctx=256, in_process=False)
+    proc = worker._proc
+    del worker
+    gc.collect()
+    assert proc.poll() is not None
