@@ -110,3 +110,13 @@ NEGATIONS = frozenset({"don't", "dont", "not", "never", "avoid", "avoiding", "wi
                        "won't", "shouldn't", "mustn't", "instead"})
 BE_VERBS = frozenset({"is", "are", "was", "were", "'s", "it's", "lies", "lie", "sits", "sit", "stands",
                       "stand", "comes", "come", "located", "situated", "parked", "found"})
+
+
+def is_number(word: str | None) -> bool:
+    """A count word or numeral ("three", "12")."""
+    return word is not None and (word in NUMBERS or (word.isdigit() and len(word) <= 5))
+
+
+def is_determiner(word: str) -> bool:
+    """A word that opens a noun phrase: article, demonstrative, "another"/"some", count or numeral."""
+    return word in DETERMINERS or (word.isdigit() and len(word) <= 5)

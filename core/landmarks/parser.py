@@ -123,7 +123,7 @@ def _after_goal_phrase(words: list[str]) -> bool:
     """True when the clause so far ends in a phrase introduced by a goal word ("to the lamp post")."""
     low = [w.lower() for w in words]
     for j in range(len(low) - 1, -1, -1):
-        if low[j] in lx.DETERMINERS:
+        if lx.is_determiner(low[j]):
             return j > 0 and low[j - 1] in _GOAL_WORDS
     return False
 
@@ -145,7 +145,7 @@ def _has_first_marker(clause: _Clause) -> bool:
     if "before" in clause.lead and low[:1] and low[0] in ("that", "this", "it", "then", "so"):
         return True
     for i, w in enumerate(low):
-        if w == "first" and (i == 0 or low[i - 1] not in lx.DETERMINERS):
+        if w == "first" and (i == 0 or not lx.is_determiner(low[i - 1])):
             return True
     return False
 
@@ -233,7 +233,7 @@ def _new_statement(clause: _Clause, index: int, prev: _Statement | None, sentenc
 
 def _is_continuation(clause: _Clause) -> bool:
     low = clause.low
-    return bool(low) and all(w in _CONTINUE_LEADS for w in clause.lead) and low[0] in lx.DETERMINERS
+    return bool(low) and all(w in _CONTINUE_LEADS for w in clause.lead) and lx.is_determiner(low[0])
 
 
 def _emit(clause: _Clause, stmt: _Statement, state: _Ordering, sentence_lms: list[_Landmark]) -> None:

@@ -85,7 +85,7 @@ def _body_end(low: Sequence[str], k: int) -> int:
             if w.endswith("ly") and len(w) > 4:
                 break
             if "-" not in w and (w.endswith("ed") or w.endswith("ing")) and (
-                    nxt in lx.DETERMINERS or (w.endswith("ed") and nxt in lx.PREPOSITIONS)):
+                    lx.is_determiner(nxt) or (w.endswith("ed") and nxt in lx.PREPOSITIONS)):
                 break  # "a car parked on the left", "the bench facing the lake"
         k += 1
         first = False
@@ -117,8 +117,7 @@ def _core_phrase(words: Sequence[str], low: Sequence[str], start: int, *, has_de
     body = list(words[k:end])
     head = low[end - 1]
     landmark = head not in lx.NON_LANDMARK_HEADS
-    if head in lx.UNIT_HEADS and (det in lx.NUMBERS or len(body) == 1
-                                  or low[end - 2] in lx.NUMBERS):
+    if head in lx.UNIT_HEADS and (lx.is_number(det) or len(body) == 1 or lx.is_number(low[end - 2])):
         landmark = False  # "three blocks", "about fifty meters", "a few steps"
     if skipped_ordinal and head in _SEQUENCE_HEADS and len(body) == 1:
         landmark = False  # "the final stop", "the next destination": the sequence, not a place
@@ -146,7 +145,7 @@ def _attachment_end(words: Sequence[str], low: Sequence[str], k: int) -> int | N
     if m is None or m[1] >= len(low):
         return None
     prep, after = m
-    if low[after] in lx.DETERMINERS:
+    if lx.is_determiner(low[after]):
         inner = _core_phrase(words, low, after, has_det=True, prev_word=prep)
     elif prep in lx.BARE_ATTACH and (is_open_word(low[after]) or _is_participle_before_noun(low, after)):
         inner = _core_phrase(words, low, after, has_det=False, prev_word=prep)
@@ -158,7 +157,7 @@ def _attachment_end(words: Sequence[str], low: Sequence[str], k: int) -> int | N
     if not inner[3]:
         # "in the middle of the square": a partitive whose object is the landmark
         if (low[end - 1] in lx.PARTITIVE_HEADS and low[end:end + 1] == ["of"] and end + 1 < len(low)
-                and low[end + 1] in lx.DETERMINERS):
+                and lx.is_determiner(low[end + 1])):
             obj = _core_phrase(words, low, end + 1, has_det=True, prev_word="of")
             if obj is not None and obj[3]:
                 return obj[2]
@@ -180,12 +179,12 @@ def parse_phrase(words: Sequence[str], low: Sequence[str], start: int, *, has_de
     body, det, end, landmark = parsed
     if not landmark:
         if low[end - 1] in lx.PARTITIVE_HEADS and end < len(low) and low[end] == "of":
-            if end + 1 < len(low) and low[end + 1] in lx.DETERMINERS:
+            if end + 1 < len(low) and lx.is_determiner(low[end + 1]):
                 return parse_phrase(words, low, end + 1, has_det=True)
         return None, end
     if (det == "a" and len(body) == 1 and low[end - 1] in lx.QUANTITY_HEADS and low[end:end + 1] == ["of"]
             and end + 1 < len(low)):  # "a couple of benches": the benches
-        inner_det = low[end + 1] in lx.DETERMINERS
+        inner_det = lx.is_determiner(low[end + 1])
         if inner_det or is_open_word(low[end + 1]):
             return parse_phrase(words, low, end + 1, has_det=inner_det)
     parts = [_render(body, det)]
@@ -218,7 +217,7 @@ def find_phrases(words: Sequence[str]) -> list[Phrase]:
     while i < len(low):
         w = low[i]
         prev = low[i - 1] if i > 0 else ""
-        if w in lx.DETERMINERS:
+        if lx.is_determiner(w):
             phrase, i = parse_phrase(words, low, i, has_det=True, prev_word=prev)
         elif w in lx.BARE_TRIGGERS and i + 1 < len(low) and (
                 is_open_word(low[i + 1]) or _is_participle_before_noun(low, i + 1)):

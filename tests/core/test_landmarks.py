@@ -72,6 +72,7 @@ def test_extraction_success_rejects_empty_truth_and_non_strings():
     ("Go to the far side of the bridge.", ["a bridge"]),
     ("Head to the solar panels.", ["solar panels"]),
     ("Head east on Elm Street to the library.", ["Elm Street", "a library"]),
+    ("Drive past 3 houses, go 200 m and stop at Building 4.", ["3 houses", "Building 4"]),
     ("Go past a couple of benches to the third lamp post past the hotel.",
      ["benches", "a hotel", "a lamp post"]),
     ("Follow the dirt road past the silo.", ["a dirt road", "a silo"]),
