@@ -34,17 +34,31 @@ def llm_model_path(config: "Config") -> Path:
 def open_configured_llm(config: "Config", *, model_path: str | Path | None = None) -> "LlmClient":
     """Open the shared LLM as ``[llm]`` configures it (worker process unless ``worker = false``).
 
+    The configured model (``<models_dir>/<model_file>``) must have a valid JSON sidecar whose sha256
+    matches (``robot-app models llm-sidecar`` writes it); an explicit ``model_path`` (CLI ``--model``,
+    tools) is opened without one.
+
     Raises
     ------
     models.llm.LlmError
-        If the model file is missing, llama-cpp-python is not installed or the model cannot load.
+        If the model file or its sidecar is missing, the sha256 differs, llama-cpp-python is not
+        installed or the model cannot load.
     """
-    from models.llm import open_llm
+    from models.llm import LlmError, open_llm
 
     c = config.llm
-    return open_llm(model_path or llm_model_path(config), n_ctx=c.n_ctx, n_threads=c.n_threads,
-                    n_gpu_layers=c.n_gpu_layers, seed=c.seed, in_process=not c.worker,
-                    load_timeout_s=c.load_timeout_s)
+    if model_path is None:
+        from models.llm.sidecar import verify_llm_sidecar
+        from models.sidecar import ModelError
+
+        model_path = llm_model_path(config)
+        try:
+            verify_llm_sidecar(model_path)
+        except ModelError as exc:
+            raise LlmError(f"{exc} (write the sidecar with `robot-app models llm-sidecar "
+                           f"{model_path}`)") from exc
+    return open_llm(model_path, n_ctx=c.n_ctx, n_threads=c.n_threads, n_gpu_layers=c.n_gpu_layers,
+                    seed=c.seed, in_process=not c.worker, load_timeout_s=c.load_timeout_s)
 
 
 def parse_instruction(text: str, *, config: "Config", parser: str | None = None,
@@ -97,7 +111,7 @@ def parse_instruction(text: str, *, config: "Config", parser: str | None = None,
         if llm is not None:
             landmarks = _ask(llm, text, config)
         else:
-            with open_configured_llm(config, model_path=path) as client:
+            with open_configured_llm(config, model_path=model_path) as client:
                 landmarks = _ask(client, text, config)
     except LlmError as exc:
         log.warning("LLM landmark extraction failed (%s); using the rule-based parser", exc)

@@ -83,7 +83,7 @@ def tiny_vocab() -> tuple[list[str], list[float], list[int]]:
 
 
 def make_tiny_gguf(path: str | Path, *, seed: int = 0, shape: TinyLlamaShape | None = None,
-                   chat_template: bool = True) -> Path:
+                   chat_template: bool = True, sidecar: bool = False) -> Path:
     """Write a tiny random llama-architecture GGUF model file.
 
     Parameters
@@ -96,6 +96,9 @@ def make_tiny_gguf(path: str | Path, *, seed: int = 0, shape: TinyLlamaShape | N
         Hyper-parameters (default: 2 layers, n_embd 64, 4 heads, 2 KV heads; about 1 MB).
     chat_template : bool
         Also store a small Jinja chat template (``tokenizer.chat_template``).
+    sidecar : bool
+        Also write the JSON sidecar ``<path>.json`` (kind ``llm``, ``random_init`` true), as a
+        provisioned models directory has it.
 
     Returns
     -------
@@ -165,4 +168,8 @@ def make_tiny_gguf(path: str | Path, *, seed: int = 0, shape: TinyLlamaShape | N
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+    if sidecar:
+        from models.llm.sidecar import write_llm_sidecar
+
+        write_llm_sidecar(path, weights="random-init", random_init=True)
     return path

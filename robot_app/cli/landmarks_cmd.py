@@ -49,6 +49,12 @@ def register(sub, groups) -> None:
     b.add_argument("--json", action="store_true", help="machine-readable output")
     b.set_defaults(func=_bench_rules)
 
+    sc = groups["models"].add_parser("llm-sidecar", help="write the JSON sidecar (sha256, metadata) of a "
+                                                          "GGUF model so the robot will load it")
+    sc.add_argument("model", type=Path, help="GGUF file, e.g. llm.gguf before copying it to models_dir")
+    sc.add_argument("--weights", default=None, help="where the weights came from (default: GGUF general.name)")
+    sc.set_defaults(func=_llm_sidecar)
+
     m = groups["bench"].add_parser("llm", help="LLM load time, prompt+generation latency, tokens/s")
     src = m.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", type=Path, help="GGUF model file")
@@ -65,6 +71,19 @@ def _common(p) -> None:
                    help="rules, llm (falls back to rules on failure) or auto (default: [llm] landmark_parser)")
     p.add_argument("--model", type=Path, default=None, help="GGUF model instead of the configured llm.gguf")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _llm_sidecar(args, config) -> int:
+    from models.llm.sidecar import write_llm_sidecar
+
+    if not args.model.is_file():
+        raise UsageError(f"{args.model}: no such model file")
+    try:
+        out = write_llm_sidecar(args.model, weights=args.weights)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    print(f"wrote {out}")
+    return 0
 
 
 def _check_model(args) -> None:
@@ -132,14 +151,17 @@ def _eval(args, config) -> int:
         from models.llm import LlmError
 
         try:
-            client = open_configured_llm(config, model_path=path)
+            client = open_configured_llm(config, model_path=args.model)
         except LlmError as exc:
             log.warning("cannot open the LLM (%s); evaluating the rule-based parser", exc)
+    elif choice == "llm":
+        log.warning("LLM model %s not found; evaluating the rule-based parser", path)
+    if client is None:
+        choice = "rules"  # open the model once here, not once per instruction
     results = []
     try:
         for item in items:
-            got, used = parse_instruction(item["instruction"], config=config, parser=choice,
-                                          llm=client, model_path=path)
+            got, used = parse_instruction(item["instruction"], config=config, parser=choice, llm=client)
             score = extraction_success(got, item["landmarks"])
             results.append({"instruction": item["instruction"], "truth": item["landmarks"],
                             "landmarks": got, "parser": used, "success": score})

@@ -30,7 +30,7 @@ def tiny_model(tmp_path_factory):
     pytest.importorskip("llama_cpp", reason="llama-cpp-python (extra 'llm') is not installed")
     from models.llm import make_tiny_gguf
 
-    return make_tiny_gguf(tmp_path_factory.mktemp("llm") / "llm.gguf")
+    return make_tiny_gguf(tmp_path_factory.mktemp("llm") / "llm.gguf", sidecar=True)
 
 
 # --- [llm] config ---------------------------------------------------------------------------------
@@ -70,6 +70,45 @@ def test_llm_used_when_model_present(tmp_path, tiny_model):
     landmarks, used = parse_instruction(INSTRUCTION, config=config)  # auto: the file exists
     assert used == "llm" and 1 <= len(landmarks) <= 10
     assert parse_instruction(INSTRUCTION, config=config, parser="rules")[1] == "rules"
+
+
+def test_configured_model_needs_an_intact_sidecar(tmp_path, tiny_model, caplog):
+    import shutil
+
+    models_dir = tmp_path / "models"
+    models_dir.mkdir()
+    shutil.copy(tiny_model, models_dir / "llm.gguf")
+    config = config_from_mapping({"paths": {"models_dir": str(models_dir)}, "llm": {"worker": False}})
+    with caplog.at_level(logging.WARNING, logger="robot_app.landmark_parsing"):
+        assert parse_instruction(INSTRUCTION, config=config, parser="llm")[1] == "rules"
+    assert "llm-sidecar" in caplog.text  # says how to provision it
+    assert main(["--config", str(_write_config(tmp_path, models_dir)), "models", "llm-sidecar",
+                 str(models_dir / "llm.gguf")]) == 0
+    assert parse_instruction(INSTRUCTION, config=config, parser="llm")[1] == "llm"
+    with open(models_dir / "llm.gguf", "r+b") as f:  # a byte flipped: refused
+        f.seek(-1, 2)
+        last = f.read(1)
+        f.seek(-1, 2)
+        f.write(bytes([last[0] ^ 1]))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="robot_app.landmark_parsing"):
+        assert parse_instruction(INSTRUCTION, config=config, parser="auto")[1] == "rules"
+    assert "sha256" in caplog.text
+
+
+def _write_config(tmp_path, models_dir):
+    cfg = tmp_path / "robot.toml"
+    cfg.write_text(f'[paths]\nmodels_dir = "{models_dir}"\n')
+    return cfg
+
+
+def test_llm_sidecar_command_rejects_non_gguf(tmp_path, capsys):
+    pytest.importorskip("gguf")
+    junk = tmp_path / "x.gguf"
+    junk.write_bytes(b"nope")
+    assert main(["models", "llm-sidecar", str(junk)]) == 2
+    assert main(["models", "llm-sidecar", str(tmp_path / "none.gguf")]) == 2
+    assert "GGUF" in capsys.readouterr().err
 
 
 def test_llm_failure_falls_back_to_rules(tiny_model, caplog):
