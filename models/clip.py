@@ -73,6 +73,15 @@ class ClipModel:
             if "{}" not in t:
                 raise ValueError(f"CLIP prompt {t!r} has no {{}} where the landmark goes")
 
+    @property
+    def name(self) -> str:
+        """Same as :attr:`model_id` (the map's embedding model name)."""
+        return self.model_id
+
+    def prompt(self, landmark: str) -> str:
+        """The landmark in the main prompt template ("This is a photo of <landmark>")."""
+        return self.prompts[0].replace("{}", landmark.strip())
+
     def encode_images(self, images, *, batch_size: int = 32) -> np.ndarray:
         """HxWx3 uint8 RGB images -> (M, D) float32 L2-normalised embeddings.
 

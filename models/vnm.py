@@ -10,7 +10,8 @@ meaningful only inside the trained range, 0-20 for GNM, in the sidecar) and ``le
 waypoints (x, y, cos, sin): x forward, y left (REP-103, robot frame at the newest frame), cumulative,
 in normalised units; metres = x, y * max_v / frame_rate (GNM deployment convention).
 
-:class:`VnmContext` keeps the context queue (one per control loop; not shared between threads); the
+Goal (map node) images change only when the walk changes: preprocess them once with
+:meth:`VnmModel.preprocess_many` and reuse the array every step. :class:`VnmContext` keeps the context queue (one per control loop; not shared between threads); the
 :class:`VnmModel` itself is thread-safe.
 """
 

@@ -43,6 +43,7 @@ COMMAND_MODULES = (
     "robot_app.cli.bench_cmd",
     "robot_app.cli.lasp_cmd",
     "robot_app.cli.landmarks_cmd",
+    "robot_app.cli.models_cmd",
 )
 
 

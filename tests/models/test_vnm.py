@@ -199,22 +199,6 @@ def test_random_init_export_is_marked_and_varies(vnm_export):
         assert ref["dist"].std() > 1e-6  # BatchNorm statistics recalibrated: not a constant network
 
 
-def test_export_from_a_checkpoint_file(tmp_path, vnm_export):
-    from models.export.vnm_export import export_vnm
-
-    ckpt = tmp_path / "gnm.pth"
-    torch.save({"model": vnm_export[1].state_dict(), "epoch": 1}, ckpt)
-    export_vnm(tmp_path / "out", checkpoint=str(ckpt))
-    sc = read_sidecar(tmp_path / "out" / "vnm.onnx", kind="vnm")
-    assert not sc.random_init and sc.weights == str(ckpt)
-    a = open_vnm(tmp_path / "out", warm_up=False)
-    rng = np.random.default_rng(5)
-    obs = rng.normal(size=(1, 18, 64, 85)).astype(np.float32)
-    goals = rng.normal(size=(2, 3, 64, 85)).astype(np.float32)
-    np.testing.assert_allclose(a.predict(obs, goals).dist_steps,
-                               open_vnm(vnm_export[0], warm_up=False).predict(obs, goals).dist_steps, atol=1e-5)
-
-
 def test_constant_output_is_caught():
     from models.export.common import ExportError, assert_varies
 

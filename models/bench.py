@@ -1,0 +1,158 @@
+"""Latency of the ONNX models on this machine (``robot-app bench models``); figures for the README.
+
+Per model: median (and 90th percentile) wall time of one call at batch 1 and batch 64 on the configured
+providers. For the VNM also one full control step as the navigator runs it: preprocess the newest
+camera frame into the context queue and one ONNX call against ``goals`` candidate node images
+(observation branch once, goal branch per goal; the node images are preprocessed once per walk, and a
+second figure includes preprocessing them every step); and the same network in torch eager
+(``GnmStep``, ``torch.no_grad``) when torch is installed, for the ONNX Runtime speed-up.
+Timing uses ``time.perf_counter``; each figure follows two untimed warm-up calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from models.clip_preprocess import preprocess_images
+from models.sidecar import ModelError
+
+log = logging.getLogger(__name__)
+
+
+def _time_ms(fn: Callable[[], object], repeats: int) -> dict:
+    for _ in range(2):
+        fn()
+    t = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        t.append((time.perf_counter() - t0) * 1e3)
+    return {"median_ms": round(float(np.median(t)), 3), "p90_ms": round(float(np.percentile(t, 90)), 3)}
+
+
+def _frames(n: int, rng, shape=(480, 640)) -> list:
+    return [rng.integers(0, 256, (*shape, 3), dtype=np.uint8) for _ in range(n)]
+
+
+def run(models_dir: str | os.PathLike, *, config=None, repeats: int = 20, goals: int = 9, torch_compare: bool = True,
+        progress: Callable[[str], None] = lambda m: None) -> dict:
+    """Benchmark every model present in ``models_dir``; missing ones are listed under ``skipped``."""
+    import onnxruntime as ort
+
+    from models import clip, text_embed, vnm
+
+    d = Path(models_dir)
+    rng = np.random.default_rng(0)
+    res: dict = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                             "onnxruntime": ort.__version__},
+                 "repeats": repeats, "models": {}, "skipped": {}}
+    try:
+        progress("CLIP")
+        c = clip.open_clip_model(d, config=config)
+        s = c.image_size
+        px1, px64 = (rng.normal(size=(b, 3, s, s)).astype(np.float32) for b in (1, 64))
+        frame = _frames(1, rng)
+        texts = [f"This is a photo of landmark number {j}" for j in range(64)]
+        res["models"]["clip-image"] = {"arch": c.architecture,
+                                       "batch1": _time_ms(lambda: c.encode_pixels(px1), repeats),
+                                       "batch64": _time_ms(lambda: c.encode_pixels(px64), max(3, repeats // 4)),
+                                       "preprocess_one_640x480": _time_ms(
+                                           lambda: preprocess_images(frame, size=s, mean=c.mean, std=c.std),
+                                           repeats)}
+        res["models"]["clip-text"] = {"arch": c.architecture,
+                                      "batch1": _time_ms(lambda: c.encode_text(texts[:1]), repeats),
+                                      "batch64": _time_ms(lambda: c.encode_text(texts), max(3, repeats // 4))}
+    except ModelError as exc:
+        res["skipped"]["clip"] = str(exc)
+    try:
+        progress("text embedding")
+        te = text_embed.open_text_embedder(d, config=config)
+        sents = [f"the object number {j} is on the kitchen counter" for j in range(64)]
+        res["models"]["text-embed"] = {"batch1": _time_ms(lambda: te.embed(sents[:1]), repeats),
+                                       "batch64": _time_ms(lambda: te.embed(sents), max(3, repeats // 4))}
+    except ModelError as exc:
+        res["skipped"]["text-embed"] = str(exc)
+    try:
+        progress("VNM")
+        v = vnm.open_vnm(d, config=config)
+        res["models"]["vnm"] = _bench_vnm(v, rng, repeats=repeats, goals=goals, torch_compare=torch_compare)
+    except ModelError as exc:
+        res["skipped"]["vnm"] = str(exc)
+    return res
+
+
+def _bench_vnm(v, rng, *, repeats: int, goals: int, torch_compare: bool) -> dict:
+    h, w = v.image_height, v.image_width
+    obs = rng.normal(size=(1, v.obs_channels, h, w)).astype(np.float32)
+    g1, g64 = (rng.normal(size=(b, 3, h, w)).astype(np.float32) for b in (1, 64))
+    out = {"goals_per_step": goals,
+           "batch1": _time_ms(lambda: v.predict(obs, g1), repeats),
+           "batch64": _time_ms(lambda: v.predict(obs, g64), max(3, repeats // 4))}
+    ctx = v.new_context()
+    frames = _frames(v.context_size + 2, rng)
+    goal_frames = _frames(goals, rng)
+    for f in frames:
+        ctx.push(f)
+
+    cached_goals = v.preprocess_many(goal_frames)  # map node images: preprocessed once per walk
+
+    def step():
+        ctx.push(frames[0])
+        return v.predict(ctx.stack(), cached_goals)
+
+    def step_uncached():
+        ctx.push(frames[0])
+        return v.predict(ctx.stack(), v.preprocess_many(goal_frames))
+
+    gk = rng.normal(size=(goals, 3, h, w)).astype(np.float32)
+    out["step_onnx"] = _time_ms(step, repeats)
+    out["step_onnx_with_goal_preprocessing"] = _time_ms(step_uncached, repeats)
+    out["step_onnx_model_only"] = _time_ms(lambda: v.predict(obs, gk), repeats)
+    if torch_compare:
+        try:
+            import torch
+
+            from models.export.gnm_net import GnmNet, GnmStep
+        except ImportError:
+            out["step_torch_eager"] = "torch not installed"
+            return out
+        net = GnmStep(GnmNet(context_size=v.context_size, len_traj_pred=v.len_traj_pred)).eval()
+        to, tg = torch.from_numpy(obs), torch.from_numpy(gk)
+
+        def torch_step():
+            with torch.no_grad():
+                return net(to, tg)
+
+        out["step_torch_eager_model_only"] = _time_ms(torch_step, repeats)
+        out["torch_threads"] = torch.get_num_threads()
+        out["speedup_onnx_vs_torch"] = round(out["step_torch_eager_model_only"]["median_ms"]
+                                             / out["step_onnx_model_only"]["median_ms"], 2)
+    return out
+
+
+def format_table(res: dict) -> str:
+    """Human-readable summary of :func:`run`'s result."""
+    lines = [f"onnxruntime {res['machine']['onnxruntime']} on {res['machine']['cores']} cores "
+             f"({res['machine']['cpu']}), median of {res['repeats']} runs"]
+    for name, r in res["models"].items():
+        b1, b64 = r["batch1"]["median_ms"], r["batch64"]["median_ms"]
+        lines.append(f"  {name:<11} batch 1: {b1:8.2f} ms   batch 64: {b64:9.2f} ms ({b64 / 64:.2f} ms/item)")
+    v = res["models"].get("vnm")
+    if v:
+        lines.append(f"  vnm control step ({v['goals_per_step']} goals, new frame preprocessed): "
+                     f"{v['step_onnx']['median_ms']:.2f} ms (model only {v['step_onnx_model_only']['median_ms']:.2f} ms, "
+                     f"re-preprocessing the goals too {v['step_onnx_with_goal_preprocessing']['median_ms']:.2f} ms)")
+        if "speedup_onnx_vs_torch" in v:
+            lines.append(f"  vnm torch eager (model only, {v['torch_threads']} threads): "
+                         f"{v['step_torch_eager_model_only']['median_ms']:.2f} ms -> onnxruntime "
+                         f"{v['speedup_onnx_vs_torch']:.2f}x faster")
+    for name, why in res["skipped"].items():
+        lines.append(f"  {name}: skipped ({why.split(':')[0]})")
+    return "\n".join(lines)
