@@ -15,6 +15,8 @@ def register(sub, groups) -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--python-max-nodes", type=int, default=10_000,
                    help="skip the pure-Python reference above this size (it takes minutes)")
+    p.add_argument("--no-compile-time", action="store_true",
+                   help="skip measuring numba compile time (two fresh interpreters)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_bench_search)
     mb = groups["bench"].add_parser("map-build", help="map building on synthetic drives of growing length")
@@ -51,6 +53,7 @@ def _bench_search(args, config) -> int:
     if args.landmarks < 1 or args.repeats < 1:
         raise UsageError("--landmarks and --repeats must be >= 1")
     res = search.run(sizes, landmarks=args.landmarks, repeats=args.repeats, python_max_nodes=args.python_max_nodes,
+                     compile_time=not args.no_compile_time,
                      progress=lambda msg: print(f"bench search: {msg}", file=sys.stderr))
     print(json.dumps(res, indent=2) if args.json else search.format_table(res))
     return 0
