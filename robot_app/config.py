@@ -53,7 +53,8 @@ class PlannerConfig:
 
     planner: str = _opt("lmnav", choices=("lmnav", "max-likelihood"))
     alpha: float = _opt(0.005, min=0.0, doc="weight per VNM time step against grounding log-likelihoods (core.search)")
-    logit_scale: float = _opt(100.0, min=0.0, doc="CLIP logit scale applied to cosine similarities")
+    logit_scale: float = _opt(0.0, min=0.0, doc="logit scale applied to CLIP cosine similarities; "
+                                                "0 = the model's own (sidecar; 100 for OpenAI CLIP)")
     normalise: str = _opt("nodes", choices=("nodes", "landmarks"),
                           doc="softmax over the map's nodes per landmark (paper's P(i|t)) or over landmarks")
 

@@ -38,12 +38,14 @@ def parse_landmarks(text: str, *, config, parser: str | None = None) -> tuple[li
     return landmarks, used
 
 
-def ground_instruction(text: str, topomap, *, config, parser: str | None = None) -> tuple[list[str], np.ndarray]:
+def ground_instruction(text: str, topomap, *, config, parser: str | None = None) -> tuple[list[str], np.ndarray, dict]:
     """Parse ``text`` and ground its landmarks in ``topomap`` with CLIP.
 
     Returns
     -------
-    landmarks : list of K strings; logp : (N, K) float64 G(v, i).
+    landmarks : list of K strings; logp : (N, K) float64 G(v, i); info : JSON-ready dict with the parser
+    used and, per landmark, the best node, its raw cosine, the top-3 nodes and a ``not_in_map`` flag
+    (best cosine below ``[models] landmark_min_cosine``: the operator should confirm or rephrase).
 
     Raises
     ------
@@ -53,24 +55,29 @@ def ground_instruction(text: str, topomap, *, config, parser: str | None = None)
     """
     landmarks, used = parse_landmarks(text, config=config, parser=parser)
     log.info("landmarks from %s parser: %s", used, landmarks)
-    try:
-        from models.clip import ModelMissing, open_clip_model
-    except ImportError as exc:  # the CLIP runtime module is not part of this installation
-        raise PlanningError(f"planning from an instruction needs the CLIP runtime ({exc}); "
-                            "use --landmarks with --scores instead") from exc
+    from models.clip import ground_landmarks, open_clip_model
+    from models.sidecar import ModelMissing
+
     try:
         clip = open_clip_model(Path(config.paths.models_dir), config=config)
     except ModelMissing as exc:
         raise PlanningError(f"planning from an instruction needs CLIP: {exc}. Planning with --landmarks "
                             "and --scores, or to a chosen node, works without it.") from exc
-    from core.grounding import landmark_log_likelihoods
     from core.mapstore import MapError
 
     try:
-        image_emb, image_node = topomap.embeddings(clip.name)
+        image_emb, image_node = topomap.embeddings(clip.model_id)
     except MapError as exc:
         raise PlanningError(f"{exc}; rebuild the map with this CLIP model installed") from exc
-    text_emb = clip.encode_text([clip.prompt(lm) for lm in landmarks])
-    logp = landmark_log_likelihoods(image_emb, image_node, text_emb, n_nodes=len(topomap.nodes),
-                                    logit_scale=config.planner.logit_scale, normalise=config.planner.normalise)
-    return landmarks, logp
+    g = ground_landmarks(clip, landmarks, image_emb, image_node, n_nodes=len(topomap.nodes),
+                         logit_scale=config.planner.logit_scale or None, normalise=config.planner.normalise,
+                         min_cosine=config.models.landmark_min_cosine)
+    info = {"parser": used, "clip_model": clip.model_id, "landmarks": [
+        {"name": lm, "best_node": int(g.best_node[i]), "best_cosine": float(g.best_cosine[i]),
+         "not_in_map": bool(g.not_in_map[i]), "top_nodes": [int(v) for v in g.top_nodes[i] if v >= 0]}
+        for i, lm in enumerate(landmarks)]}
+    for item in info["landmarks"]:
+        if item["not_in_map"]:
+            log.warning("landmark %r matches no map image well (best cosine %.2f): confirm it on the screen",
+                        item["name"], item["best_cosine"])
+    return landmarks, g.log_likelihood, info

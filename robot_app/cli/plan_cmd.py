@@ -41,7 +41,7 @@ def _landmarks_and_scores(args, config, topomap):
             raise UsageError("--landmarks needs --scores FILE.npy with the (N, K) log-likelihoods "
                              "(or use --instruction to ground them with CLIP)")
         try:
-            return landmarks, load_scores(args.scores, n_nodes=len(topomap.nodes), n_landmarks=len(landmarks))
+            return landmarks, load_scores(args.scores, n_nodes=len(topomap.nodes), n_landmarks=len(landmarks)), None
         except PlanningError as exc:
             raise UsageError(str(exc)) from exc
     if args.scores:
@@ -65,12 +65,14 @@ def _plan(args, config) -> int:
         raise UsageError(f"--alpha: expected a finite value >= 0, got {alpha}")
     planner = args.planner or config.planner.planner
     with open_map_or_usage_error(args.map) as m:
-        landmarks, logp = _landmarks_and_scores(args, config, m)
+        landmarks, logp, grounding = _landmarks_and_scores(args, config, m)
         try:
             planned = plan_on_map(m, landmarks, logp, start=args.start, alpha=alpha, planner=planner)
         except PlanningError as exc:
             raise UsageError(str(exc)) from exc
         summary = planned.describe(m)
+        if grounding is not None:
+            summary["grounding"] = grounding
         if args.plot:
             from robot_app.plots import plot_walk
 
@@ -95,8 +97,17 @@ def _print_human(s: dict) -> None:
         return
     print(f"{s['planner']} walk: {len(s['nodes'])} nodes, {s['length_steps']:.0f} time steps "
           f"(~{s['length_m']:.0f} m), objective J = {s['objective']:.3f} (alpha {s['alpha']})")
+    flags = {g["name"]: g for g in s.get("grounding", {}).get("landmarks", [])}
+    if "grounding" in s:
+        print(f"  landmarks from the {s['grounding']['parser']} parser, grounded with {s['grounding']['clip_model']}")
     for i, lm in enumerate(s["landmarks"], 1):
+        g = flags.get(lm["name"])
+        note = ""
+        if g is not None:
+            note = f"; best cosine {g['best_cosine']:.2f}, top nodes {g['top_nodes']}"
+            if g["not_in_map"]:
+                note += "  <- NOT FOUND WELL IN THE MAP: confirm or rephrase"
         print(f"  {i}. {lm['name']}: node {lm['node']} (walk position {lm['position']}, "
-              f"{lm['lat_deg']:.6f}, {lm['lon_deg']:.6f}), log-likelihood {lm['logp']:.2f}")
+              f"{lm['lat_deg']:.6f}, {lm['lon_deg']:.6f}), log-likelihood {lm['logp']:.2f}{note}")
     if "plot" in s:
         print(f"plot: {s['plot']}")

@@ -141,3 +141,14 @@ def test_bench_search_small_json(capsys):
     assert rc == 0 and res["sizes"][0]["nodes"] == 200
     assert {"numba_s", "scipy_s", "python_s"} <= set(res["sizes"][0])
     assert res["compile"] is None
+
+
+def test_instruction_without_clip_is_refused_with_what_to_install(example, capsys, tmp_path):
+    conf = tmp_path / "c.toml"
+    conf.write_text(f'[paths]\nmodels_dir = "{tmp_path / "none"}"\n')
+    rc = main(["--config", str(conf), "plan", "--map", str(example / "map.sqlite"), "--start", "0",
+               "--instruction", "Go past the stop sign, then find the glass building after the white car"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "planning from an instruction needs CLIP" in err and "clip-image.onnx" in err
+    assert "--scores" in err  # says what works without it
