@@ -17,7 +17,9 @@ def register(sub, groups) -> None:
         description="Start the device simulators on pty pairs with stable link names in --dir and print "
                     "the port names; connect the app (or a serial terminal) to them as to a robot. "
                     "Runs until interrupted or --duration has passed.")
-    p.add_argument("--world", default="kinematic", help=f"plant that moves the robot (one of: {', '.join(WORLDS)})")
+    p.add_argument("--world", default="kinematic",
+                   help="plant that moves the robot: 'kinematic' (default), or MODULE:FUNCTION returning a "
+                        "firmware_bridge.sim.plant.Plant given the config (e.g. a simulated world)")
     p.add_argument("--dir", default=None, help="directory for the port links (default: a new temporary directory)")
     p.add_argument("--gps-log", default=None, help="NMEA log for the separate GPS receiver to replay (looped)")
     p.add_argument("--no-gps", action="store_true", help="no separate GPS receiver (NMEA still comes via the MCU)")
@@ -49,6 +51,28 @@ def _parse_origin(text: str) -> tuple:
     return lat, lon
 
 
+def _make_plant(world: str, config):
+    import importlib
+
+    from firmware_bridge.sim.plant import KinematicPlant
+    from robot_app.cli import UsageError
+
+    if world == "kinematic":
+        return KinematicPlant(wheel_radius_m=config.robot.wheel_radius_m,
+                              wheel_separation_m=config.robot.wheel_separation_m)
+    module, _, func = world.partition(":")
+    if not module or not func:
+        raise UsageError(f"--world: unknown world {world!r} (known: {', '.join(WORLDS)}, or MODULE:FUNCTION)")
+    try:
+        factory = getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"--world {world}: cannot load it: {exc}") from exc
+    plant = factory(config)
+    if not (callable(getattr(plant, "step", None)) and callable(getattr(plant, "state", None))):
+        raise UsageError(f"--world {world}: {func}() did not return a plant (needs step() and state())")
+    return plant
+
+
 def _devices(args, config) -> int:
     import asyncio
     import tempfile
@@ -56,11 +80,9 @@ def _devices(args, config) -> int:
 
     from firmware_bridge.sim.devices import SimulatedDevices
     from firmware_bridge.sim.gps import read_nmea_log
-    from firmware_bridge.sim.plant import KinematicPlant
     from robot_app.cli import UsageError
 
-    if args.world not in WORLDS:
-        raise UsageError(f"--world: unknown world {args.world!r} (known: {', '.join(WORLDS)})")
+    plant = _make_plant(args.world, config)
     origin = _parse_origin(args.origin)
     lines = None
     if args.gps_log:
@@ -70,8 +92,6 @@ def _devices(args, config) -> int:
             raise UsageError(f"--gps-log {args.gps_log}: {exc.strerror or exc}") from exc
     if args.dir and not Path(args.dir).is_dir():
         raise UsageError(f"--dir {args.dir}: not a directory")
-    plant = KinematicPlant(wheel_radius_m=config.robot.wheel_radius_m,
-                           wheel_separation_m=config.robot.wheel_separation_m)
 
     async def run(directory: str) -> None:
         async with SimulatedDevices(directory, plant=plant, gps=not args.no_gps, gps_lines=lines,

@@ -27,6 +27,8 @@ def test_sim_devices_cli_prints_ports(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv,match", [
     (["--world", "mars"], "unknown world"),
+    (["--world", "no_such_module:make"], "cannot load"),
+    (["--world", "builtins:repr"], "did not return a plant"),
     (["--origin", "north"], "lat,lon"),
     (["--origin", "95,0"], "not a valid"),
     (["--gps-log", "/nonexistent.log"], "gps-log"),
@@ -66,3 +68,17 @@ def test_bench_functions_short_run(arun):
 def test_bench_serial_cli_usage(capsys):
     assert main(["bench", "serial", "--seconds", "0"]) == 2
     assert main(["bench", "serial", "--seconds", "1", "--nmea-log", "/nonexistent"]) == 2
+
+
+def make_test_plant(config):
+    from firmware_bridge.sim.plant import KinematicPlant
+
+    return KinematicPlant(tau_s=0.0)
+
+
+def test_sim_devices_with_a_plugged_in_world(tmp_path, capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(__import__("pathlib").Path(__file__).parent))
+    argv = ["sim", "devices", "--dir", str(tmp_path), "--duration", "0.1", "--no-gps", "--no-imu", "--json",
+            "--world", "test_fb_sim_cli:make_test_plant"]
+    assert main(argv) == 0
+    assert set(json.loads(capsys.readouterr().out)) == {"jackal"}
