@@ -42,7 +42,8 @@ class SerialDriver:
     Parameters
     ----------
     port : str
-        Serial device path (``/dev/jackal``, a pty name, a udev link).
+        Serial device path (``/dev/jackal``, a pty name, a udev link), any pyserial URL
+        (``socket://host:port``), or ``inproc://NAME`` for an in-process simulator.
     baud : int
         Baud rate (ignored by ptys).
     reconnect_min_s, reconnect_max_s : float
@@ -191,6 +192,11 @@ class SerialDriver:
 
         loop = asyncio.get_running_loop()
         proto = _Protocol(self)
+        if self.port.startswith("inproc://"):  # in-process simulator (firmware_bridge.loopback)
+            from firmware_bridge import loopback
+
+            self._transport, self._proto = loopback.connect(self.port, proto), proto
+            return proto
         try:
             transport, _ = await serial_asyncio_fast.create_serial_connection(
                 loop, lambda: proto, url=self.port, baudrate=self.baud, exclusive=True)

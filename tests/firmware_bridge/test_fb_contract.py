@@ -1,6 +1,6 @@
-"""Contract tests of the Jackal base link, run against the simulated MCU on a virtual port and, when
-marked ``hil`` and given ``--port /dev/jackal``, against a real robot (after python-can's
-Back2BackTestCase). Only zero velocity is ever commanded, so the real robot does not move.
+"""Contract tests of the Jackal base link, run against the simulated MCU in-process (loopback) and on a
+virtual serial port (pty), and, when marked ``hil`` and given ``--port /dev/jackal``, against a real
+robot (after python-can's Back2BackTestCase). Only zero velocity is ever commanded, so the real robot does not move.
 
     pytest -m hil --port /dev/jackal tests/firmware_bridge/test_fb_contract.py
 """
@@ -14,6 +14,7 @@ import time
 import pytest
 
 from firmware_bridge.base import JackalBase
+from firmware_bridge.loopback import LoopbackPort
 from firmware_bridge.readings import BaseStatus, WheelFeedback
 from firmware_bridge.sim.mcu import JackalMcuSim
 from firmware_bridge.sim.plant import KinematicPlant
@@ -23,14 +24,15 @@ from robot_app.config import RobotConfig
 
 @contextlib.asynccontextmanager
 async def _device(kind: str, tmp_path, port_option):
-    if kind == "sim":
-        async with JackalMcuSim(VirtualPort(tmp_path / "jackal"), KinematicPlant()) as sim:
+    if kind in ("pty", "loopback"):
+        port = VirtualPort(tmp_path / "jackal") if kind == "pty" else LoopbackPort("jackal-contract")
+        async with JackalMcuSim(port, KinematicPlant()) as sim:
             yield sim.port.path
     else:
         yield port_option
 
 
-@pytest.fixture(params=["sim", pytest.param("hil", marks=pytest.mark.hil)])
+@pytest.fixture(params=["loopback", "pty", pytest.param("hil", marks=pytest.mark.hil)])
 def backend(request, tmp_path):
     return request.param, tmp_path, request.config.getoption("--port")
 
