@@ -41,6 +41,7 @@ COMMAND_MODULES = (
     "robot_app.cli.log_cmd",
     "robot_app.cli.plan_cmd",
     "robot_app.cli.bench_cmd",
+    "robot_app.cli.run_cmd",
     "robot_app.cli.lasp_cmd",
     "robot_app.cli.landmarks_cmd",
     "robot_app.cli.models_cmd",

@@ -1,0 +1,1 @@
+"""The onboard process: supervised components in one asyncio loop, systemd integration."""

@@ -1,0 +1,195 @@
+"""``robot-app run``: the one onboard process systemd starts at boot.
+
+Components (each supervised, restarted with backoff, the robot stopped while one is down):
+
+- ``base``: the Jackal MCU driver (``firmware_bridge``; it reconnects by itself and sends tx-stop /
+  MODE_NONE when closed); ``gps`` / ``imu`` drivers when configured on their own ports;
+- ``control``: the drive loop at ``[robot] control_rate_hz``: forwards the active controller's
+  command to the base, zero when the command is stale (older than ``[robot] cmd_timeout_s``) or no
+  controller is active; its heartbeat gates the systemd watchdog;
+- ``status``: once a second, device and model state to systemd (``STATUS=``) and the log.
+
+After any start the robot is idle: nothing resumes a route on its own. SIGTERM / SIGINT stop the robot
+(zero velocity, then MODE_NONE as the base driver closes) and exit 0 within 5 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from robot_app.service.sdnotify import Notifier, watchdog_interval_s
+from robot_app.service.supervisor import Supervisor
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_TIMEOUT_S = 4.0
+
+
+def model_inventory(config) -> dict[str, str]:
+    """Which model files are installed and which fallback each missing one selects (DESIGN.md)."""
+    d = Path(config.paths.models_dir)
+    m = config.models
+    files = {"clip": [m.clip_image_file, m.clip_text_file], "vnm": [m.vnm_file], "text-embed": [m.text_embed_file],
+             "llm": [config.llm.model_file]}
+    fallback = {"clip": "planning from an instruction refused; planning to a chosen node works",
+                "vnm": "GPS edges and GPS straight-line controller",
+                "text-embed": "LASP uses lexical similarity",
+                "llm": "rule-based landmark parser; LASP offline diagnoser"}
+    out = {}
+    for name, names in files.items():
+        missing = [f for f in names if not (d / f).is_file()]
+        out[name] = "installed" if not missing else f"missing ({', '.join(missing)}): {fallback[name]}"
+    return out
+
+
+@dataclass
+class Command:
+    v_mps: float = 0.0
+    omega_radps: float = 0.0
+    t_mono_s: float = -math.inf
+    source: str = "none"
+
+
+class DriverComponent:
+    """Runs one ``firmware_bridge`` driver for the supervisor (start, stay up, close on cancel)."""
+
+    def __init__(self, name: str, driver):
+        self.name = name
+        self.driver = driver
+
+    async def run(self) -> None:
+        await self.driver.start()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await self.driver.close()
+
+
+class ControlLoop:
+    """Fixed-rate drive loop: the latest fresh command to the base, zero otherwise."""
+
+    name = "control"
+
+    def __init__(self, app: "App"):
+        self.app = app
+        self.heartbeat_mono_s = -math.inf
+
+    async def run(self) -> None:
+        robot = self.app.config.robot
+        period = 1.0 / robot.control_rate_hz
+        next_t = time.monotonic()
+        while True:
+            now = time.monotonic()
+            cmd = self.app.command
+            fresh = now - cmd.t_mono_s <= robot.cmd_timeout_s
+            base = self.app.base
+            if base is not None and base.connected and not base.estop_latched:
+                base.set_velocity(cmd.v_mps if fresh else 0.0, cmd.omega_radps if fresh else 0.0)
+            self.heartbeat_mono_s = now
+            next_t += period
+            delay = next_t - time.monotonic()
+            if delay < -period:  # fell behind (e.g. a debugger): do not try to catch up
+                next_t = time.monotonic()
+                delay = 0.0
+            await asyncio.sleep(max(delay, 0.0))
+
+
+class StatusReporter:
+    """Device, model and component state to systemd and the log; watchdog pings while control runs."""
+
+    name = "status"
+
+    def __init__(self, app: "App"):
+        self.app = app
+
+    def text(self) -> str:
+        base = self.app.base
+        link = "MCU link up" if base is not None and base.connected else "MCU link DOWN"
+        if base is not None and base.estop_latched:
+            link += ", e-stop latched"
+        models = self.app.models
+        missing = [k for k, v in models.items() if v != "installed"]
+        return f"{link}; models missing: {', '.join(missing) or 'none'}; {self.app.supervisor.summary()}"
+
+    async def run(self) -> None:
+        wd = watchdog_interval_s()
+        last_status = 0.0
+        while True:
+            now = time.monotonic()
+            if now - last_status >= 1.0:
+                self.app.notifier.status(self.text())
+                last_status = now
+            if wd is not None and now - self.app.control.heartbeat_mono_s < 1.0:
+                self.app.notifier.watchdog()
+            await asyncio.sleep(min(wd or 1.0, 1.0))
+
+
+class App:
+    """The onboard process. ``await App(config).run()`` returns the exit status."""
+
+    def __init__(self, config):
+        from firmware_bridge.factory import drivers_from_config
+
+        self.config = config
+        self.notifier = Notifier()
+        self.models = model_inventory(config)
+        self.command = Command()
+        self.drivers = drivers_from_config(config.serial, config.robot)
+        self.base = self.drivers.get("base")
+        self.control = ControlLoop(self)
+        self.supervisor = Supervisor(on_down=self._on_component_down)
+        self._stop = asyncio.Event()
+
+    async def _on_component_down(self, name: str, exc: BaseException) -> None:
+        """A component failed: the robot stops until it is back."""
+        self.command = Command()
+        log.error("component %s down (%s): robot stopped", name, exc)
+
+    def request_stop(self, reason: str = "stop requested") -> None:
+        log.info("shutting down: %s", reason)
+        self._stop.set()
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop, signal.Signals(sig).name)
+        for name, state in self.models.items():
+            (log.info if state == "installed" else log.warning)("model %s: %s", name, state)
+        for name, drv in self.drivers.items():
+            self.supervisor.start(DriverComponent(name, drv))
+        self.supervisor.start(self.control)
+        reporter = StatusReporter(self)
+        self.supervisor.start(reporter)
+        # READY as soon as the process is up, even with a device missing: the UI shows the fault
+        self.notifier.ready(reporter.text())
+        log.info("robot-app running; robot idle")
+        try:
+            await self._stop.wait()
+        finally:
+            await self._shutdown()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+        return 0
+
+    async def _shutdown(self) -> None:
+        self.notifier.stopping()
+        self.command = Command()
+        if self.base is not None and self.base.connected:
+            try:
+                self.base.set_velocity(0.0, 0.0)
+            except Exception:  # noqa: BLE001 - e-stop latched: already stopped
+                pass
+        await self.supervisor.stop(timeout_s=SHUTDOWN_TIMEOUT_S)
+        self.notifier.close()
+        log.info("robot-app stopped")
+
+
+def run_app(config) -> int:
+    """Entry point of ``robot-app run`` (blocking)."""
+    return asyncio.run(App(config).run())
