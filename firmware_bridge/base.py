@@ -83,7 +83,7 @@ class JackalBase(SerialDriver):
         self._estop_reason: str | None = None
         self._stale_logged = False
         self.frame_errors: dict[str, int] = {}
-        self.sent_log: collections.deque = collections.deque(maxlen=5000)  # (monotonic send time, Drive)
+        self.sent_log: collections.deque = collections.deque(maxlen=10000)  # (monotonic send time, Drive)
         self.tick_lateness_s: collections.deque = collections.deque(maxlen=5000)  # drive tick vs schedule
         self.last_drive: ros1.Drive | None = None
         self._reset_session()

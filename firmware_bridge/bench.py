@@ -1,15 +1,17 @@
 """Serial benchmarks (``robot-app bench serial``): decoder throughput, host -> MCU command latency
 over a pty, and the 50 Hz drive loop's period jitter while the decoders run.
 
-All figures come from this machine's monotonic clock; the simulator runs in the same process and
-event loop as the driver, so latency includes one event-loop wake-up on each side (an upper bound
-for a separate MCU's USB link, which adds its own USB frame latency instead).
+All figures come from this machine's monotonic clock. By default the simulators run in a child
+process, like a real MCU on the other end of the wire; a real USB link adds its own frame latency
+(1 ms full-speed USB frames) that a pty does not have.
 """
 
 from __future__ import annotations
 
 import asyncio
-import statistics
+import contextlib
+import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -56,44 +58,90 @@ def decoder_throughput(*, seconds: float = 1.0, nmea_lines: list | None = None) 
     return {"rosserial_feedback_frames_per_s": frames_per_s, "nmea_lines_per_s": n / (time.perf_counter() - t0)}
 
 
-async def drive_link_bench(robot, *, seconds: float = 5.0, directory: str | None = None) -> dict:
+async def drive_link_bench(robot, *, seconds: float = 5.0, separate_process: bool = True) -> dict:
     """Run the Jackal driver against the simulated MCU (Feedback/IMU 50 Hz, NMEA 10 Hz) plus a GPS
     receiver simulator at 20 lines/s, commanding a slow turn; return latency and jitter stats (ms).
 
+    ``separate_process`` (default) runs the simulators in a child process (``robot-app sim devices``),
+    as a real MCU would be: latency is then pty + both processes' wake-ups, measured on the shared
+    monotonic clock (CLOCK_MONOTONIC is system-wide on Linux). Otherwise they share this event loop.
     Jitter is each drive tick's lateness against its fixed schedule (t0 + k / rate), so one late
     tick counts once; ``commands_matched`` checks that the k-th frame received is the k-th sent.
+
+    Raises
+    ------
+    BridgeError
+        If the simulator or the drivers do not come up.
     """
     from firmware_bridge.base import JackalBase
     from firmware_bridge.gps import NmeaGps
     from firmware_bridge.sim.devices import SimulatedDevices
 
-    with tempfile.TemporaryDirectory(dir=directory) as d:
-        async with SimulatedDevices(Path(d), imu=False) as sims:
-            async with JackalBase(sims.ports["jackal"], robot=robot) as base, NmeaGps(sims.ports["gps"]) as gps:
-                await base.wait_connected(5.0)
-                await gps.wait_connected(5.0)
-                base.sent_log.clear()
-                base.tick_lateness_s.clear()
-                sims.mcu.drive_log.clear()
-                end = time.monotonic() + seconds
-                while time.monotonic() < end:
-                    base.set_velocity(0.3, 0.2)
-                    await asyncio.sleep(0.05)
-                await asyncio.sleep(0.1)
-                sent, recv = list(base.sent_log), list(sims.mcu.drive_log)
-                late_ms = [x * 1e3 for x in base.tick_lateness_s]
-                frames = base.frames.stats.frames
-                nmea_lines = gps.decoder.stats.lines + base.nmea.stats.lines
+    if not 0 < seconds <= 120:
+        raise ValueError(f"seconds must be in (0, 120], got {seconds}")
+    with tempfile.TemporaryDirectory() as d:
+        async with contextlib.AsyncExitStack() as stack:
+            if separate_process:
+                drive_file = Path(d) / "drive.jsonl"
+                ports = await stack.enter_async_context(_sim_process(Path(d), drive_file, seconds + 60))
+            else:
+                sims = await stack.enter_async_context(SimulatedDevices(Path(d), imu=False))
+                ports = sims.ports
+            base = await stack.enter_async_context(JackalBase(ports["jackal"], robot=robot))
+            gps = await stack.enter_async_context(NmeaGps(ports["gps"]))
+            await base.wait_connected(10.0)
+            await gps.wait_connected(10.0)
+            await asyncio.sleep(0.2)
+            base.tick_lateness_s.clear()
+            t_start = time.monotonic()
+            end = t_start + seconds
+            while time.monotonic() < end:
+                base.set_velocity(0.3, 0.2)
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.1)
+            sent = list(base.sent_log)
+            late_ms = [x * 1e3 for x in base.tick_lateness_s]
+            frames = base.frames.stats.frames
+            nmea_lines = gps.decoder.stats.lines + base.nmea.stats.lines
+            if separate_process:
+                await asyncio.sleep(0.05)
+                recv = [(r["t_mono_s"], ros1.Drive(r["mode"], r["left"], r["right"]))
+                        for r in map(json.loads, drive_file.read_text().splitlines()[:len(sent)])]
+            else:
+                recv = list(sims.mcu.drive_log)
     n = min(len(sent), len(recv))
-    matched = sum(1 for i in range(n) if sent[i][1].serialize() == recv[i][1].serialize())
-    lat_ms = [(recv[i][0] - sent[i][0]) * 1e3 for i in range(n)]
-    jitter_ms = [abs(x) for x in late_ms]  # each tick's lateness against its fixed 50 Hz schedule
+    pairs = [(sent[i], recv[i]) for i in range(n) if sent[i][0] >= t_start]
+    matched = sum(1 for s_, r_ in pairs if s_[1].serialize() == r_[1].serialize())
+    lat_ms = [(r_[0] - s_[0]) * 1e3 for s_, r_ in pairs]
+    jitter_ms = [abs(x) for x in late_ms]
     return {
-        "seconds": seconds, "commands_sent": len(sent), "commands_received": len(recv),
-        "commands_matched": matched, "frames_decoded": frames, "nmea_lines_decoded": nmea_lines,
+        "seconds": seconds, "simulator": "separate process" if separate_process else "same event loop",
+        "commands_sent": len(pairs), "commands_matched": matched, "frames_decoded": frames,
+        "nmea_lines_decoded": nmea_lines,
         "latency_ms_p50": percentile(lat_ms, 50), "latency_ms_p99": percentile(lat_ms, 99),
         "latency_ms_max": max(lat_ms, default=float("nan")),
-        "drive_period_ms_mean": statistics.fmean([(b[0] - a[0]) * 1e3 for a, b in zip(sent, sent[1:])] or [float("nan")]),
         "drive_jitter_ms_p50": percentile(jitter_ms, 50), "drive_jitter_ms_p99": percentile(jitter_ms, 99),
         "drive_jitter_ms_max": max(jitter_ms, default=float("nan")),
     }
+
+
+@contextlib.asynccontextmanager
+async def _sim_process(directory: Path, drive_file: Path, duration_s: float):
+    """``robot-app sim devices`` in a child process; yields its port names."""
+    from firmware_bridge.errors import BridgeError
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "robot_app", "sim", "devices", "--dir", str(directory), "--json", "--no-imu",
+        "--duration", str(duration_s), "--drive-log", str(drive_file),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+    try:
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), 30.0)
+            ports = json.loads(line)
+        except (asyncio.TimeoutError, ValueError) as exc:
+            raise BridgeError(f"the simulator process did not start: {exc!r}") from exc
+        yield ports
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+        await proc.wait()

@@ -79,6 +79,7 @@ class JackalMcuSim:
         self.wheel_cmd = (0.0, 0.0)
         self.drive_mode = ros1.Drive.MODE_NONE
         self.drive_log: collections.deque = collections.deque(maxlen=10000)  # (t_mono, Drive)
+        self.drive_sink = None  # optional callable(t_mono_s, Drive) for every command received
         self.tx_stops = 0
         self.handshakes = 0
         self._t_cmd = -math.inf
@@ -160,6 +161,8 @@ class JackalMcuSim:
                 return
             now = time.monotonic()
             self.drive_log.append((now, msg))
+            if self.drive_sink is not None:
+                self.drive_sink(now, msg)
             self.drive_mode = msg.mode
             self.wheel_cmd = (msg.left, msg.right) if msg.mode == ros1.Drive.MODE_VELOCITY else (0.0, 0.0)
             self._t_cmd = now

@@ -27,6 +27,9 @@ def register(sub, groups) -> None:
     p.add_argument("--origin", default="52.5148,13.4643", help="lat,lon (degrees) of the plant's origin")
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--json", action="store_true", help="print the port names as one JSON object")
+    p.add_argument("--drive-log", metavar="FILE", default=None,
+                   help="append every Drive command the simulated MCU receives to FILE as JSON lines "
+                        "(t_mono_s = this machine's monotonic clock at receipt, mode, left, right in rad/s)")
     p.set_defaults(func=_devices)
 
     b = groups["bench"].add_parser(
@@ -35,6 +38,8 @@ def register(sub, groups) -> None:
                     "latency over a pty (p50/p99), and the 50 Hz drive loop's jitter while the decoders run.")
     b.add_argument("--seconds", type=float, default=5.0, help="length of the drive-link run (default 5)")
     b.add_argument("--nmea-log", default=None, help="NMEA log to time the decoder on (default: a built-in mix)")
+    b.add_argument("--same-loop", action="store_true",
+                   help="run the simulators in this process's event loop instead of a child process")
     b.add_argument("--json", action="store_true", help="print the figures as JSON")
     b.set_defaults(func=_bench)
 
@@ -96,6 +101,9 @@ def _devices(args, config) -> int:
     async def run(directory: str) -> None:
         async with SimulatedDevices(directory, plant=plant, gps=not args.no_gps, gps_lines=lines,
                                     imu=not args.no_imu, origin_latlon=origin) as sims:
+            if drive_log is not None:
+                sims.mcu.drive_sink = lambda t, m: (drive_log.write(json.dumps(
+                    {"t_mono_s": t, "mode": m.mode, "left": m.left, "right": m.right}) + "\n"), drive_log.flush())
             if args.json:
                 print(json.dumps(sims.ports), flush=True)
             else:
@@ -106,11 +114,21 @@ def _devices(args, config) -> int:
             else:
                 await asyncio.sleep(args.duration)
 
-    if args.dir:
-        asyncio.run(run(args.dir))
-    else:
-        with tempfile.TemporaryDirectory(prefix="robot-app-sim-") as d:
-            asyncio.run(run(d))
+    drive_log = None
+    if args.drive_log:
+        try:
+            drive_log = open(args.drive_log, "a", encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--drive-log {args.drive_log}: {exc.strerror or exc}") from exc
+    try:
+        if args.dir:
+            asyncio.run(run(args.dir))
+        else:
+            with tempfile.TemporaryDirectory(prefix="robot-app-sim-") as d:
+                asyncio.run(run(d))
+    finally:
+        if drive_log is not None:
+            drive_log.close()
     return 0
 
 
@@ -121,8 +139,8 @@ def _bench(args, config) -> int:
     from firmware_bridge.sim.gps import read_nmea_log
     from robot_app.cli import UsageError
 
-    if args.seconds <= 0:
-        raise UsageError("--seconds must be positive")
+    if not 0 < args.seconds <= 120:
+        raise UsageError("--seconds must be in (0, 120]")
     lines = None
     if args.nmea_log:
         try:
@@ -130,14 +148,16 @@ def _bench(args, config) -> int:
         except OSError as exc:
             raise UsageError(f"--nmea-log {args.nmea_log}: {exc.strerror or exc}") from exc
     figures = decoder_throughput(seconds=1.0, nmea_lines=lines)
-    figures.update(asyncio.run(drive_link_bench(config.robot, seconds=args.seconds)))
+    figures.update(asyncio.run(drive_link_bench(config.robot, seconds=args.seconds,
+                                                separate_process=not args.same_loop)))
     if args.json:
         print(json.dumps(figures, indent=1))
         return 0
     print(f"rosserial decode (Feedback frames): {figures['rosserial_feedback_frames_per_s']:,.0f} frames/s")
     print(f"NMEA decode:                        {figures['nmea_lines_per_s']:,.0f} lines/s")
     print(f"command latency host -> sim MCU:    p50 {figures['latency_ms_p50']:.2f} ms, "
-          f"p99 {figures['latency_ms_p99']:.2f} ms ({figures['commands_matched']}/{figures['commands_sent']} matched)")
+          f"p99 {figures['latency_ms_p99']:.2f} ms ({figures['commands_matched']}/{figures['commands_sent']} matched, "
+          f"simulator: {figures['simulator']})")
     print(f"drive loop jitter ({config.robot.control_rate_hz:g} Hz):      p50 {figures['drive_jitter_ms_p50']:.2f} ms, "
           f"p99 {figures['drive_jitter_ms_p99']:.2f} ms, max {figures['drive_jitter_ms_max']:.2f} ms")
     return 0

@@ -18,7 +18,9 @@ from robot_app.config import RobotConfig
 
 
 def test_sim_devices_cli_prints_ports(tmp_path, capsys):
-    assert main(["sim", "devices", "--dir", str(tmp_path), "--duration", "0.2", "--json"]) == 0
+    assert main(["sim", "devices", "--dir", str(tmp_path), "--duration", "0.2", "--json",
+                 "--drive-log", str(tmp_path / "drive.jsonl")]) == 0
+    assert (tmp_path / "drive.jsonl").exists()
     ports = json.loads(capsys.readouterr().out)
     assert set(ports) == {"jackal", "gps", "imu"}
     assert ports["jackal"] == str(tmp_path / "jackal")
@@ -33,6 +35,7 @@ def test_sim_devices_cli_prints_ports(tmp_path, capsys):
     (["--origin", "95,0"], "not a valid"),
     (["--gps-log", "/nonexistent.log"], "gps-log"),
     (["--dir", "/nonexistent-dir"], "not a directory"),
+    (["--drive-log", "/nonexistent-dir/x.jsonl"], "drive-log"),
 ])
 def test_sim_devices_bad_arguments(capsys, argv, match):
     assert main(["sim", "devices", "--duration", "0.1", *argv]) == 2
@@ -60,8 +63,10 @@ def test_all_drivers_against_all_simulators(tmp_path, shared_data, arun):
 def test_bench_functions_short_run(arun):
     tp = decoder_throughput(seconds=0.05)
     assert tp["rosserial_feedback_frames_per_s"] > 0 and tp["nmea_lines_per_s"] > 0
-    out = arun(lambda: drive_link_bench(RobotConfig(), seconds=0.5))
-    assert out["commands_sent"] > 5 and out["commands_matched"] == min(out["commands_sent"], out["commands_received"])
+    for separate in (False, True):
+        out = arun(lambda: drive_link_bench(RobotConfig(), seconds=0.5, separate_process=separate))
+        assert out["commands_sent"] > 5 and out["commands_matched"] == out["commands_sent"]
+        assert out["latency_ms_p50"] > 0
     assert percentile([1, 2, 3, 4], 50) == 2.5
 
 
