@@ -1,0 +1,131 @@
+"""Controller and localisation math for following a walk (pure functions, no I/O).
+
+Frames and units: ENU/UTM metres with yaw counter-clockwise from east (REP-103); robot frame x forward,
+y left; v in m/s, omega in rad/s.
+
+- :func:`waypoint_to_velocity`: GNM / ViNT deployment's PD rule (visualnav-transformer
+  ``pd_controller.py``, re-derived): a waypoint (dx, dy) in the robot frame reached in one control
+  period ``dt``: ``v = dx / dt``, ``omega = atan(dy / dx) / dt``; pure rotation of ``+-pi / (2 dt)``
+  when dx is ~0; then clipped to the limits.
+- :func:`line_follow_velocity`: the GPS straight-line controller of LM-Nav's GPS ablation: turn
+  towards the target proportionally to the heading error, slow down when the error is large or the
+  target is near.
+- :class:`WindowLocaliser`: localisation of the robot on the planned walk within a window of walk
+  indices around the last localised one (GNM's radius, default +-4), gated by GPS distance, with
+  hysteresis so the localised node does not flicker while standing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def wrap_angle(a: float) -> float:
+    """Angle wrapped to [-pi, pi)."""
+    return (a + math.pi) % (2.0 * math.pi) - math.pi
+
+
+def clip_velocity(v: float, omega: float, *, max_v_mps: float, max_omega_radps: float,
+                  allow_reverse: bool = False) -> tuple[float, float]:
+    """Clip to the limits; no reversing unless allowed (GNM never drives backwards)."""
+    lo = -max_v_mps if allow_reverse else 0.0
+    return float(min(max(v, lo), max_v_mps)), float(min(max(omega, -max_omega_radps), max_omega_radps))
+
+
+def waypoint_to_velocity(dx_m: float, dy_m: float, *, dt_s: float, max_v_mps: float, max_omega_radps: float,
+                         eps_m: float = 1e-8) -> tuple[float, float]:
+    """(v, omega) that reaches the robot-frame waypoint (dx, dy) in ``dt_s`` (GNM PD rule).
+
+    Raises
+    ------
+    ValueError
+        For a non-finite waypoint or ``dt_s <= 0``.
+    """
+    if not (math.isfinite(dx_m) and math.isfinite(dy_m)):
+        raise ValueError(f"waypoint must be finite, got ({dx_m}, {dy_m})")
+    if dt_s <= 0:
+        raise ValueError(f"dt_s must be > 0, got {dt_s}")
+    if abs(dx_m) < eps_m:
+        v, omega = 0.0, math.copysign(math.pi / (2.0 * dt_s), dy_m) if abs(dy_m) >= eps_m else 0.0
+    else:
+        v, omega = dx_m / dt_s, math.atan(dy_m / dx_m) / dt_s
+    return clip_velocity(v, omega, max_v_mps=max_v_mps, max_omega_radps=max_omega_radps)
+
+
+def line_follow_velocity(x_m: float, y_m: float, yaw_rad: float, target_x_m: float, target_y_m: float, *,
+                         max_v_mps: float, max_omega_radps: float, k_heading: float = 1.5,
+                         slow_radius_m: float = 2.0, turn_in_place_rad: float = math.radians(60)) -> tuple[float, float]:
+    """(v, omega) that drives from pose (x, y, yaw) straight towards the target (ENU metres).
+
+    ``omega = k_heading * heading_error``; ``v = max_v * cos(error)`` scaled down linearly inside
+    ``slow_radius_m`` of the target, and 0 (turn in place) when the error exceeds ``turn_in_place_rad``.
+    """
+    for name, val in (("x_m", x_m), ("y_m", y_m), ("yaw_rad", yaw_rad), ("target_x_m", target_x_m),
+                      ("target_y_m", target_y_m)):
+        if not math.isfinite(val):
+            raise ValueError(f"{name} must be finite, got {val}")
+    dx, dy = target_x_m - x_m, target_y_m - y_m
+    dist = math.hypot(dx, dy)
+    err = wrap_angle(math.atan2(dy, dx) - yaw_rad) if dist > 1e-9 else 0.0
+    omega = k_heading * err
+    v = 0.0 if abs(err) > turn_in_place_rad else max_v_mps * math.cos(err) * min(1.0, dist / slow_radius_m)
+    return clip_velocity(v, omega, max_v_mps=max_v_mps, max_omega_radps=max_omega_radps)
+
+
+@dataclass
+class Localisation:
+    """Result of one localisation step: ``index`` into the walk, distance to it (m), whether it moved."""
+
+    index: int
+    distance_m: float
+    changed: bool
+
+
+class WindowLocaliser:
+    """Localise on a walk by position, within ``window`` walk indices of the last localisation.
+
+    Parameters
+    ----------
+    walk_xy_m : (m, 2) float, walk node positions (ENU/UTM metres), in walk order.
+    window : int, indices before/after the last localised index that are considered (GNM radius: 4).
+    hysteresis_m : float, a new node must be this much closer than the current one to take over.
+    max_distance_m : float, beyond this the robot counts as lost for the step (index kept).
+
+    Raises
+    ------
+    ValueError
+        Empty or non-finite walk, window < 0.
+    """
+
+    def __init__(self, walk_xy_m, *, window: int = 4, hysteresis_m: float = 0.5, max_distance_m: float = 10.0,
+                 start_index: int = 0):
+        xy = np.asarray(walk_xy_m, dtype=np.float64)
+        if xy.ndim != 2 or xy.shape[0] == 0 or xy.shape[1] != 2 or not np.all(np.isfinite(xy)):
+            raise ValueError(f"walk_xy_m: expected finite (m, 2) positions, got shape {xy.shape}")
+        if window < 0:
+            raise ValueError(f"window must be >= 0, got {window}")
+        self.xy = xy
+        self.window = window
+        self.hysteresis_m = hysteresis_m
+        self.max_distance_m = max_distance_m
+        self.index = int(start_index)
+        self.lost_steps = 0
+
+    def update(self, x_m: float, y_m: float) -> Localisation:
+        lo = max(0, self.index - self.window)
+        hi = min(self.xy.shape[0], self.index + self.window + 1)
+        d = np.hypot(self.xy[lo:hi, 0] - x_m, self.xy[lo:hi, 1] - y_m)
+        best = lo + int(np.argmin(d))
+        cur_d = float(np.hypot(*(self.xy[self.index] - (x_m, y_m))))
+        best_d = float(d[best - lo])
+        if best_d > self.max_distance_m:
+            self.lost_steps += 1
+            return Localisation(self.index, cur_d, False)
+        self.lost_steps = 0
+        if best != self.index and best_d < cur_d - self.hysteresis_m:
+            self.index = best
+            return Localisation(best, best_d, True)
+        return Localisation(self.index, cur_d, False)
