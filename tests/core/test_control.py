@@ -44,7 +44,8 @@ def test_window_localiser_advances_along_the_walk_without_flicker():
     walk = np.stack([np.arange(20) * 3.0, np.zeros(20)], axis=1)
     loc = WindowLocaliser(walk, window=2, hysteresis_m=0.5)
     assert loc.update(0.2, 0.0).index == 0
-    assert loc.update(1.6, 0.0).index == 1          # closer to node 1 by more than the hysteresis
+    assert loc.update(1.6, 0.0).index == 0          # a little closer to node 1: within the hysteresis
+    assert loc.update(2.0, 0.0).index == 1          # closer to node 1 by more than the hysteresis
     assert loc.update(1.45, 0.0).index == 1         # back a little: no flicker
     r = loc.update(30.0, 0.0)                       # beyond the window and 21 m from it: lost this step
     assert r.index == 1 and not r.changed and loc.lost_steps == 1
