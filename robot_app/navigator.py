@@ -1,0 +1,181 @@
+"""Following a planned walk in GPS mode (LM-Nav's GPS ablation; the fallback when no VNM is installed).
+
+The pose comes from the drivers' latest readings: position from the GPS fix (UTM, one zone per run),
+heading from the gyro (integrated yaw rate) corrected towards the GPS course over ground whenever the
+robot moves faster than ``course_min_speed_mps`` (RMC course is clockwise from north; yaw is CCW from
+east, REP-103). Until the heading is known the robot creeps straight ahead to acquire it. Each step
+localises on the walk (:class:`core.control.WindowLocaliser`), aims at the first walk node at least
+``lookahead_m`` ahead and turns the straight-line controller's (v, omega) into the app's command,
+which the control loop forwards at 50 Hz. Stale GPS (older than ``gps_max_age_s``) stops the robot;
+being lost for ``max_lost_steps`` steps or making no progress for ``stuck_s`` ends the run with that
+outcome. The robot is always stopped when :meth:`GpsNavigator.follow` returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from core.control import WindowLocaliser, line_follow_velocity, wrap_angle
+
+log = logging.getLogger(__name__)
+
+
+class PoseEstimator:
+    """Planar pose (UTM x, y m; yaw rad CCW from east) from GPS fixes, GPS course and the gyro."""
+
+    def __init__(self, *, zone: tuple[int, str] | None = None, course_gain: float = 0.3,
+                 course_min_speed_mps: float = 0.3):
+        self.zone = zone
+        self.course_gain = course_gain
+        self.course_min_speed_mps = course_min_speed_mps
+        self.x_m = self.y_m = math.nan
+        self.yaw_rad = 0.0
+        self.yaw_known = False
+        self.fix_t_mono_s = -math.inf
+        self._last_fix_id = None
+        self._gyro_t = None
+
+    def to_xy(self, lat_deg, lon_deg) -> np.ndarray:
+        """WGS-84 -> UTM metres in this estimator's zone (set by the first call)."""
+        import utm
+
+        lat = np.atleast_1d(np.asarray(lat_deg, dtype=np.float64))
+        lon = np.atleast_1d(np.asarray(lon_deg, dtype=np.float64))
+        if self.zone is None:
+            _, _, z, letter = utm.from_latlon(float(lat[0]), float(lon[0]))
+            self.zone = (z, letter)
+        e, n, _, _ = utm.from_latlon(lat, lon, force_zone_number=self.zone[0], force_zone_letter=self.zone[1])
+        return np.stack([np.asarray(e, float), np.asarray(n, float)], axis=1)
+
+    def on_fix(self, fix) -> None:
+        if fix is None or id(fix) == self._last_fix_id:
+            return
+        self._last_fix_id = id(fix)
+        self.x_m, self.y_m = self.to_xy(fix.latitude_deg, fix.longitude_deg)[0]
+        self.fix_t_mono_s = fix.t_mono_s
+        if fix.course_deg is not None and (fix.speed_mps or 0.0) >= self.course_min_speed_mps:
+            course_yaw = wrap_angle(math.radians(90.0 - fix.course_deg))
+            if not self.yaw_known:
+                self.yaw_rad, self.yaw_known = course_yaw, True
+            else:
+                self.yaw_rad = wrap_angle(self.yaw_rad + self.course_gain * wrap_angle(course_yaw - self.yaw_rad))
+
+    def on_gyro(self, yaw_rate_radps: float | None, t_mono_s: float) -> None:
+        if yaw_rate_radps is not None and self._gyro_t is not None:
+            self.yaw_rad = wrap_angle(self.yaw_rad + yaw_rate_radps * max(0.0, t_mono_s - self._gyro_t))
+        self._gyro_t = t_mono_s
+
+
+@dataclass
+class RunReport:
+    """Outcome of one walk: ``outcome`` in reached / lost / stuck / gps-lost / cancelled."""
+
+    outcome: str
+    final_index: int
+    distance_to_goal_m: float
+    duration_s: float
+    trace: list = field(default_factory=list)   # (t_s, x_m, y_m, yaw_rad, index, v, omega)
+
+    @property
+    def reached(self) -> bool:
+        return self.outcome == "reached"
+
+
+class GpsNavigator:
+    """Drives the app's command along a walk given as node lat/lon (degrees).
+
+    ``app`` needs ``base`` (a ``firmware_bridge`` JackalBase or anything with ``latest(kind, max_age_s)``),
+    ``command`` (set here) and ``config`` (``[robot]`` limits, ``[serial] gps_max_age_s``).
+    """
+
+    def __init__(self, app, *, rate_hz: float = 10.0, max_v_mps: float = 1.0, lookahead_m: float = 2.0,
+                 goal_radius_m: float = 1.0, max_lost_steps: int = 30, stuck_s: float = 20.0,
+                 acquire_v_mps: float = 0.4, timeout_s: float = 600.0):
+        self.app = app
+        self.period_s = 1.0 / rate_hz
+        self.max_v_mps = min(max_v_mps, app.config.robot.max_v_mps)
+        self.lookahead_m = lookahead_m
+        self.goal_radius_m = goal_radius_m
+        self.max_lost_steps = max_lost_steps
+        self.stuck_s = stuck_s
+        self.acquire_v_mps = acquire_v_mps
+        self.timeout_s = timeout_s
+        self.estimator = PoseEstimator()
+
+    def _command(self, v: float, omega: float) -> None:
+        from robot_app.service.app import Command
+
+        self.app.command = Command(v, omega, time.monotonic(), "navigator")
+
+    def _sense(self) -> bool:
+        from firmware_bridge.readings import GpsFix, ImuReading
+
+        base = self.app.base
+        max_age = self.app.config.serial.gps_max_age_s
+        self.estimator.on_fix(base.latest(GpsFix, max_age_s=max_age))
+        imu = base.latest(ImuReading, max_age_s=0.2)
+        if imu is not None and imu.angular_velocity_radps is not None:
+            self.estimator.on_gyro(imu.angular_velocity_radps[2], time.monotonic())
+        return time.monotonic() - self.estimator.fix_t_mono_s <= max_age
+
+    async def follow(self, walk_lat_deg, walk_lon_deg) -> RunReport:
+        """Follow the walk to its last node. Never raises for field conditions: the outcome says."""
+        walk = self.estimator.to_xy(walk_lat_deg, walk_lon_deg)
+        loc = WindowLocaliser(walk, window=4, hysteresis_m=0.3, max_distance_m=15.0)
+        t0 = time.monotonic()
+        best_goal_d, best_t = math.inf, t0
+        trace: list = []
+        outcome = "cancelled"
+        try:
+            while True:
+                now = time.monotonic()
+                if not self._sense():
+                    self._command(0.0, 0.0)
+                    if now - t0 > 5.0:
+                        outcome = "gps-lost"
+                        break
+                    await asyncio.sleep(self.period_s)
+                    continue
+                est = self.estimator
+                goal_d = float(np.hypot(*(walk[-1] - (est.x_m, est.y_m))))
+                if goal_d <= self.goal_radius_m:
+                    outcome = "reached"
+                    break
+                if goal_d < best_goal_d - 0.2:
+                    best_goal_d, best_t = goal_d, now
+                if now - best_t > self.stuck_s or now - t0 > self.timeout_s:
+                    outcome = "stuck"
+                    break
+                r = loc.update(est.x_m, est.y_m)
+                if loc.lost_steps >= self.max_lost_steps:
+                    outcome = "lost"
+                    break
+                if not est.yaw_known:  # creep straight ahead until the GPS course gives the heading
+                    v, omega = self.acquire_v_mps, 0.0
+                else:
+                    target = self._target(walk, r.index, est)
+                    v, omega = line_follow_velocity(est.x_m, est.y_m, est.yaw_rad, *target,
+                                                    max_v_mps=self.max_v_mps,
+                                                    max_omega_radps=self.app.config.robot.max_omega_radps)
+                self._command(v, omega)
+                trace.append((now - t0, est.x_m, est.y_m, est.yaw_rad, r.index, v, omega))
+                await asyncio.sleep(self.period_s)
+        finally:
+            self._command(0.0, 0.0)
+        est = self.estimator
+        d = float(np.hypot(*(walk[-1] - (est.x_m, est.y_m)))) if np.isfinite(est.x_m) else math.inf
+        log.info("walk %s after %.1f s, %.1f m from the goal", outcome, time.monotonic() - t0, d)
+        return RunReport(outcome, loc.index, d, time.monotonic() - t0, trace)
+
+    def _target(self, walk: np.ndarray, index: int, est: PoseEstimator) -> tuple[float, float]:
+        pos = np.array([est.x_m, est.y_m])
+        for j in range(index, walk.shape[0]):
+            if np.hypot(*(walk[j] - pos)) >= self.lookahead_m:
+                return float(walk[j, 0]), float(walk[j, 1])
+        return float(walk[-1, 0]), float(walk[-1, 1])
