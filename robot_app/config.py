@@ -140,6 +140,10 @@ class LaspConfig:
     planner_timeout_s: float = _opt(10.0, min=0.1, max=600.0, doc="time limit of one planner call")
     diagnoser: str = _opt("auto", choices=("auto", "llm", "offline"),
                           doc="auto: the LLM when llm.gguf is installed, else the offline diagnoser")
+    similarity: str = _opt("hybrid", choices=("hybrid", "embedding", "lexical"),
+                           doc="offline diagnoser's text similarity: MiniLM embedding averaged with "
+                               "lexical overlap, embedding alone, or lexical alone (used anyway when "
+                               "text-embed.onnx is missing)")
     max_depth: int = _opt(6, min=1, max=50, doc="recursion depth of refine_and_replan (Algorithm 1)")
     max_failures_per_error: int = _opt(2, min=1, max=20,
                                        doc="failed executions allowed per distinct error, the first included")

@@ -162,8 +162,38 @@ def _atom_text(prop: _Prop, params: tuple) -> str:
     return "(" + " ".join((prop.name,) + tuple("?" + p for p in params)) + ")"
 
 
-def _atom_words(prop: _Prop, objs: tuple) -> str:
-    return f"{prop.description} ({' '.join(objs)})"
+def _type_words(task: Task, sensing: Sensing, obj: str) -> list:
+    """The object's type and its ancestors, most specific first (robot's types, else the world's)."""
+    tname = task.object_type(obj) if task.problem.has_object(obj) else sensing.objects().get(obj)
+    out = []
+    try:
+        t = task.problem.user_type(tname) if tname else None
+    except Exception:  # noqa: BLE001 - a type only the world knows
+        return [tname] if tname else []
+    while t is not None:
+        out.append(t.name)
+        t = t.father
+    return out
+
+
+def _atom_words(prop: _Prop, objs: tuple, types: list | None = None) -> str:
+    """The property's description about these objects: "the item is ..." -> "the plate is ..."
+    (for each argument, the first "the <type>" naming its type or a supertype); objects not placed
+    that way are listed after."""
+    import re
+
+    text, rest = prop.description, []
+    for i, o in enumerate(objs):
+        words = (types[i] if types else []) or [prop.param_types[i]]
+        new = text
+        for t in words:
+            new = re.sub(rf"\bthe {re.escape(t)}\b", f"the {o}", text, count=1)
+            if new != text:
+                break
+        if new == text:
+            rest.append(o)
+        text = new
+    return text + (f" ({' '.join(rest)})" if rest else "")
 
 
 def enumerate_preconditions(ctx: DiagnosisContext, *, max_arity: int = 3) -> list:
@@ -179,6 +209,8 @@ def enumerate_preconditions(ctx: DiagnosisContext, *, max_arity: int = 3) -> lis
     params = tuple(binding)  # parameter names in order
     existing = set(task.precondition_texts(step.name))
     props = [p for p in _properties(task, ctx.sensing) if len(p.param_types) <= max_arity]
+    tw = {o: _type_words(task, ctx.sensing, o) for o in binding.values()}
+    words_of = lambda prop, objs: _atom_words(prop, objs, [tw[o] for o in objs])  # noqa: E731
     out = []
     terms = []
     for prop in props:
@@ -192,7 +224,7 @@ def enumerate_preconditions(ctx: DiagnosisContext, *, max_arity: int = 3) -> lis
                 terms.append((prop, combo, objs, float(v), atom))
                 continue
             pddl = f"(not {atom})" if v else atom
-            words = ("it is not so that " if v else "") + _atom_words(prop, objs)
+            words = ("it is not so that " if v else "") + words_of(prop, objs)
             if pddl not in existing:
                 out.append(Candidate("precondition", pddl, step.name,
                                      new_properties=() if prop.known else (prop.name,),
@@ -204,7 +236,7 @@ def enumerate_preconditions(ctx: DiagnosisContext, *, max_arity: int = 3) -> lis
         if pddl in existing:
             continue
         new = tuple(p.name for p in (p1, p2) if not p.known)
-        words = (f"{_atom_words(p1, o1)} must be at most, not exceed, {_atom_words(p2, o2)}; "
+        words = (f"{words_of(p1, o1)} must be at most, not exceed, {words_of(p2, o2)}; "
                  f"now {v1:g} is above {v2:g}")
         out.append(Candidate("precondition", pddl, step.name, new_properties=new, description=words))
     return out

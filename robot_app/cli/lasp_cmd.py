@@ -93,12 +93,17 @@ def _loop_config(config):
 
 
 def make_similarity(config):
-    """The MiniLM embedding similarity when ``text-embed.onnx`` is installed, else lexical.
+    """The offline diagnoser's similarity (``[lasp] similarity``): MiniLM embedding cosine, alone
+    (``embedding``) or averaged with lexical overlap (``hybrid``, as hybrid dense + sparse
+    retrieval), when ``text-embed.onnx`` is installed; lexical otherwise.
 
     Returns ``(similarity, name)``; the fallback is logged as a warning (DESIGN.md, Fallbacks).
     """
     from core.lasp.similarity import lexical_similarity
 
+    mode = config.lasp.similarity
+    if mode == "lexical":
+        return lexical_similarity, "lexical ([lasp] similarity)"
     try:
         from models.text_embed import open_text_embedder
 
@@ -110,12 +115,18 @@ def make_similarity(config):
         log.warning("LASP: text-embedding model failed to load (%s); using lexical similarity", exc)
         return lexical_similarity, "lexical (text-embedding model failed to load)"
 
-    def similarity(queries, candidates):
+    def embedding(queries, candidates):
         import numpy as np
 
         q, c = embedder.embed(list(queries)), embedder.embed(list(candidates))
         return np.clip((q @ c.T).astype(np.float64), 0.0, 1.0)
-    return similarity, f"embedding ({embedder.model_id})"
+
+    if mode == "embedding":
+        return embedding, f"embedding ({embedder.model_id})"
+
+    def hybrid(queries, candidates):
+        return 0.5 * embedding(queries, candidates) + 0.5 * lexical_similarity(queries, candidates)
+    return hybrid, f"hybrid: embedding ({embedder.model_id}) + lexical"
 
 
 def make_diagnoser(config, choice: str | None):
