@@ -6,8 +6,10 @@ Packet (MIP DCP, "Data Communications Protocol" manuals of the 3DM-GX4/GX5)::
     field = field_len field_desc data[field_len - 2]
     (ck1, ck2) = Fletcher-16 over every byte before them (sync bytes included)
 
-Numbers are big-endian. Used here: command set 0x01 (ping 0x01, set-to-idle 0x02, resume 0x06;
-replies carry an ACK/NACK field 0xF1 = echoed command descriptor + error code) and IMU data set 0x80
+Numbers are big-endian. Used here: command set 0x01 (ping 0x01, set-to-idle 0x02, resume 0x06),
+3DM command set 0x0C ("IMU message format" 0x08: which IMU fields to stream at which decimation of
+the base rate); every reply carries an ACK/NACK field 0xF1 = echoed command descriptor + error
+code. IMU data set 0x80
 (scaled accelerometer 0x04 in g, scaled gyro 0x05 in rad/s, scaled magnetometer 0x06 in gauss, each
 3 x float32). The device's sensor frame is x forward, y right, z down; :func:`packet_to_reading`
 converts to REP-103 (x forward, y left, z up) and SI units (m/s^2, rad/s, tesla).
@@ -26,11 +28,14 @@ from firmware_bridge.readings import ImuReading
 __all__ = [
     "SYNC", "SET_BASE", "SET_IMU_DATA", "CMD_PING", "CMD_IDLE", "CMD_RESUME", "FIELD_ACK",
     "IMU_ACCEL", "IMU_GYRO", "IMU_MAG", "MipPacket", "fletcher16", "encode_packet", "decode_packet",
-    "PacketDecoder", "command", "ack", "imu_data", "packet_to_reading", "ack_of",
+    "PacketDecoder", "command", "ack", "imu_data", "packet_to_reading", "ack_of", "SET_3DM",
+    "CMD_IMU_FORMAT", "imu_format", "parse_imu_format",
 ]
 
 SYNC = b"\x75\x65"
 SET_BASE = 0x01
+SET_3DM = 0x0C
+CMD_IMU_FORMAT = 0x08
 SET_IMU_DATA = 0x80
 CMD_PING, CMD_IDLE, CMD_RESUME = 0x01, 0x02, 0x06
 FIELD_ACK = 0xF1
@@ -153,24 +158,52 @@ class PacketDecoder:
         self._buf.clear()
 
 
-def command(cmd_desc: int) -> bytes:
-    """A base-set command without arguments (ping, set-to-idle, resume)."""
-    return encode_packet(SET_BASE, [(cmd_desc, b"")])
+def command(cmd_desc: int, data: bytes = b"", *, descriptor_set: int = SET_BASE) -> bytes:
+    """A command packet (default: a base-set command without arguments: ping, set-to-idle, resume)."""
+    return encode_packet(descriptor_set, [(cmd_desc, data)])
 
 
-def ack(cmd_desc: int, error_code: int = 0) -> bytes:
-    """The device's reply to a base-set command (0 = ACK, else NACK with that error code)."""
-    return encode_packet(SET_BASE, [(FIELD_ACK, bytes((cmd_desc, error_code)))])
+def ack(cmd_desc: int, error_code: int = 0, *, descriptor_set: int = SET_BASE) -> bytes:
+    """The device's reply to a command (0 = ACK, else NACK with that error code)."""
+    return encode_packet(descriptor_set, [(FIELD_ACK, bytes((cmd_desc, error_code)))])
 
 
-def ack_of(pkt: MipPacket) -> tuple[int, int] | None:
-    """``(echoed command, error code)`` if ``pkt`` is an ACK/NACK reply, else None."""
-    if pkt.descriptor_set != SET_BASE:
+def ack_of(pkt: MipPacket) -> tuple[int, int, int] | None:
+    """``(descriptor set, echoed command, error code)`` if ``pkt`` is an ACK/NACK reply, else None."""
+    if pkt.descriptor_set >= 0x80:  # data sets carry no replies
         return None
     for desc, data in pkt.fields:
         if desc == FIELD_ACK and len(data) == 2:
-            return data[0], data[1]
+            return pkt.descriptor_set, data[0], data[1]
     return None
+
+
+def imu_format(decimation: int, fields=(IMU_ACCEL, IMU_GYRO, IMU_MAG)) -> bytes:
+    """"IMU message format" command (3DM set 0x0C, 0x08, function 1 = use new settings): stream
+    ``fields`` at the IMU base rate divided by ``decimation``.
+
+    Raises
+    ------
+    ValueError
+        If ``decimation`` is not in 1..65535 or ``fields`` is empty.
+    """
+    if not 1 <= decimation <= 0xFFFF or not fields:
+        raise ValueError(f"IMU format needs fields and a decimation in 1..65535, got {fields}, {decimation}")
+    data = bytes((1, len(fields))) + b"".join(struct.pack(">BH", d, decimation) for d in fields)
+    return command(CMD_IMU_FORMAT, data, descriptor_set=SET_3DM)
+
+
+def parse_imu_format(data: bytes) -> tuple[int, list]:
+    """Inverse of :func:`imu_format`'s field data: ``(function, [(field, decimation), ...])``.
+
+    Raises
+    ------
+    ValueError
+        If the length does not match the descriptor count.
+    """
+    if len(data) < 2 or len(data) != 2 + 3 * data[1]:
+        raise ValueError(f"IMU message format: {len(data)} bytes do not match its descriptor count")
+    return data[0], [struct.unpack_from(">BH", data, 2 + 3 * i) for i in range(data[1])]
 
 
 def imu_data(accel_g=None, gyro_radps=None, mag_gauss=None) -> bytes:

@@ -1,7 +1,9 @@
 """Simulated Microstrain MIP IMU on a :class:`VirtualPort`, following a plant.
 
-Answers ping / set-to-idle / resume with ACKs; while streaming it sends IMU data packets (scaled
-accel in g, gyro in rad/s, mag in gauss; sensor frame x forward, y right, z down) at ``rate_hz``.
+Answers ping / set-to-idle / resume and "IMU message format" (fields and decimation of the 1000 Hz
+base rate) with ACKs, anything else with a NACK; while streaming it sends IMU data packets (scaled
+accel in g, gyro in rad/s, mag in gauss; sensor frame x forward, y right, z down) at the rate the
+host configured.
 ``stalled = True`` makes it silent and deaf.
 """
 
@@ -20,8 +22,9 @@ __all__ = ["MipImuSim"]
 class MipImuSim:
     """MIP IMU simulator (see module doc). ``streaming`` starts False, as after power-up in idle."""
 
-    def __init__(self, port: VirtualPort, plant: Plant, *, rate_hz: float = 100.0) -> None:
-        self.port, self.plant, self.rate_hz = port, plant, rate_hz
+    def __init__(self, port: VirtualPort, plant: Plant, *, rate_hz: float = 100.0, base_rate_hz: float = 1000.0) -> None:
+        self.port, self.plant, self.rate_hz, self.base_rate_hz = port, plant, rate_hz, base_rate_hz
+        self.fields = (mip.IMU_ACCEL, mip.IMU_GYRO, mip.IMU_MAG)
         self.streaming = False
         self.stalled = False
         self.commands: list[int] = []
@@ -57,22 +60,35 @@ class MipImuSim:
             if self.stalled:
                 continue
             for pkt in self._decoder.feed(data):
-                if pkt.descriptor_set != mip.SET_BASE or not pkt.fields:
+                if not pkt.fields:
                     continue
-                desc = pkt.fields[0][0]
-                self.commands.append(desc)
-                if desc in (mip.CMD_PING, mip.CMD_IDLE, mip.CMD_RESUME):
-                    self.streaming = {mip.CMD_IDLE: False, mip.CMD_RESUME: True}.get(desc, self.streaming)
-                    await self.port.write(mip.ack(desc))
-                else:
-                    await self.port.write(mip.ack(desc, 0x03))  # NACK: unknown command
+                await self._on_command(pkt.descriptor_set, *pkt.fields[0])
+
+    async def _on_command(self, dset: int, desc: int, data: bytes) -> None:
+        self.commands.append(desc)
+        err = 0
+        if dset == mip.SET_BASE and desc in (mip.CMD_PING, mip.CMD_IDLE, mip.CMD_RESUME):
+            self.streaming = {mip.CMD_IDLE: False, mip.CMD_RESUME: True}.get(desc, self.streaming)
+        elif dset == mip.SET_3DM and desc == mip.CMD_IMU_FORMAT:
+            try:
+                function, fields = mip.parse_imu_format(data)
+            except ValueError:
+                function, fields = 0, []
+            if function != 1 or not fields or any(f not in (mip.IMU_ACCEL, mip.IMU_GYRO, mip.IMU_MAG)
+                                                   for f, _ in fields):
+                err = 0x03  # NACK: invalid parameter
+            else:
+                self.fields = tuple(f for f, _ in fields)
+                self.rate_hz = self.base_rate_hz / max(1, fields[0][1])
+        else:
+            err = 0x01  # NACK: unknown command
+        await self.port.write(mip.ack(desc, err, descriptor_set=dset))
 
     async def _tx(self) -> None:
-        period = 1.0 / self.rate_hz
         loop = asyncio.get_running_loop()
         t_next = loop.time()
         while True:
-            t_next += period
+            t_next += 1.0 / self.rate_hz  # the rate the host configured
             await asyncio.sleep(max(0.0, t_next - loop.time()))
             if not self.streaming or self.stalled or not self.port.is_open:
                 continue
@@ -81,4 +97,7 @@ class MipImuSim:
             accel = (st.accel_mps2[0] / g, -st.accel_mps2[1] / g, -1.0)
             gyro = (0.0, 0.0, -st.omega_radps)
             mag = (0.2 * math.sin(st.yaw_rad), -0.2 * math.cos(st.yaw_rad), 0.44)  # gauss, FRD
-            await self.port.write(mip.imu_data(accel, gyro, mag))
+            f = self.fields
+            await self.port.write(mip.imu_data(accel if mip.IMU_ACCEL in f else None,
+                                               gyro if mip.IMU_GYRO in f else None,
+                                               mag if mip.IMU_MAG in f else None))

@@ -31,7 +31,15 @@ def test_imu_packet_roundtrip_and_frame_conversion():
     assert r.linear_acceleration_mps2 == pytest.approx((0.1 * 9.80665, -0.2 * 9.80665, 9.80665), rel=1e-6)
     assert r.angular_velocity_radps == pytest.approx((0.01, -0.02, 0.5), rel=1e-6)
     assert r.magnetic_field_t == pytest.approx((0.2e-4, 0.0, -0.44e-4), rel=1e-6)
-    assert mip.ack_of(mip.decode_packet(mip.ack(6))[1]) == (6, 0)
+    assert mip.ack_of(mip.decode_packet(mip.ack(6))[1]) == (mip.SET_BASE, 6, 0)
+    assert mip.ack_of(pkt) is None
+    fmt = mip.decode_packet(mip.imu_format(5))[1]
+    assert fmt.descriptor_set == mip.SET_3DM
+    assert mip.parse_imu_format(fmt.fields[0][1]) == (1, [(4, 5), (5, 5), (6, 5)])
+    with pytest.raises(ValueError):
+        mip.parse_imu_format(b"\x01\x02\x04\x00")
+    with pytest.raises(ValueError):
+        mip.imu_format(0)
 
 
 def _stream():
@@ -82,9 +90,11 @@ def test_driver_and_simulator(tmp_path, arun):
         plant = KinematicPlant(tau_s=0.0)
         plant.step(5.0, 6.0, 0.02)
         port = VirtualPort(tmp_path / "imu")
-        async with MipImuSim(port, plant, rate_hz=100.0) as sim:
-            async with MipImu(port.path, reconnect_min_s=0.05) as imu:
+        async with MipImuSim(port, plant, rate_hz=10.0) as sim:
+            async with MipImu(port.path, rate_hz=200.0, reconnect_min_s=0.05) as imu:
                 await imu.wait_connected(2.0)
+                assert sim.rate_hz == pytest.approx(200.0)  # the driver configured the stream
+                assert sim.commands[:3] == [mip.CMD_IDLE, mip.CMD_IMU_FORMAT, mip.CMD_RESUME]
                 r = await imu.recv(timeout_s=1.0)
                 assert isinstance(r, ImuReading) and r.source == "mip"
                 assert r.angular_velocity_radps[2] == pytest.approx(plant.state().omega_radps, rel=1e-5)
@@ -98,4 +108,25 @@ def test_driver_and_simulator(tmp_path, arun):
                 sim.stalled = False
                 await imu.wait_connected(3.0)
             assert sim.commands[-1] == mip.CMD_IDLE and not sim.streaming
+    arun(body)
+
+
+def test_nack_is_a_protocol_error(tmp_path, arun):
+    from firmware_bridge.errors import ProtocolMismatch
+
+    class PickySim(MipImuSim):
+        async def _on_command(self, dset, desc, data):
+            if dset == mip.SET_3DM:
+                self.commands.append(desc)
+                await self.port.write(mip.ack(desc, 0x03, descriptor_set=dset))
+            else:
+                await super()._on_command(dset, desc, data)
+
+    async def body():
+        port = VirtualPort(tmp_path / "imu")
+        async with PickySim(port, KinematicPlant()):
+            async with MipImu(port.path, reconnect_min_s=0.05, reconnect_max_s=0.1) as imu:
+                with pytest.raises(ProtocolMismatch, match="IMU message format"):
+                    await imu.recv(timeout_s=2.0)
+                assert not imu.connected
     arun(body)
