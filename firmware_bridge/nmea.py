@@ -183,6 +183,7 @@ class NmeaDecoder:
         self._gga_seen = False
         self._rmc_seen = False
         self._date: _dt.date | None = None
+        self._date_time: _dt.time | None = None  # time of day of the sentence that gave the date
         self._motion: tuple | None = None   # (t_mono, speed_mps, course_deg)
         self._gst: tuple | None = None      # (t_mono, sd_lat_m, sd_lon_m, sd_alt_m)
         self._heading: tuple | None = None  # (t_mono, heading_deg)
@@ -287,7 +288,7 @@ class NmeaDecoder:
         r = self._raw
         utc_time = _parse_time(r(msg, "timestamp")) if r(msg, "timestamp") else None
         if r(msg, "datestamp"):
-            self._date = _parse_date(r(msg, "datestamp"))
+            self._set_date(_parse_date(r(msg, "datestamp")), utc_time)
         if r(msg, "status") != "A":
             self.stats.no_fix += 1
             return GpsNoFix(t, utc_time, "RMC")
@@ -328,10 +329,27 @@ class NmeaDecoder:
         r = self._raw
         if r(msg, "day") and r(msg, "month") and r(msg, "year"):
             try:
-                self._date = _dt.date(int(r(msg, "year")), int(r(msg, "month")), int(r(msg, "day")))
+                date = _dt.date(int(r(msg, "year")), int(r(msg, "month")), int(r(msg, "day")))
             except ValueError as exc:
                 raise _FieldError("ZDA date") from exc
+            ts = r(msg, "timestamp")
+            self._set_date(date, _parse_time(ts) if ts else None)
         self.stats.ignored += 1
+
+    def _set_date(self, date: _dt.date, utc_time: _dt.time | None) -> None:
+        self._date, self._date_time = date, utc_time
+
+    def _utc(self, utc_time: _dt.time | None) -> _dt.datetime | None:
+        """Receiver time of day + the last date seen; a time-of-day far below the one the date came
+        with means midnight passed in between (GGA arriving before this epoch's RMC)."""
+        if utc_time is None or self._date is None:
+            return None
+        date = self._date
+        ref = self._date_time
+        if ref is not None and (ref.hour * 3600 + ref.minute * 60 + ref.second) - \
+                (utc_time.hour * 3600 + utc_time.minute * 60 + utc_time.second) > 12 * 3600:
+            date += _dt.timedelta(days=1)
+        return _dt.datetime.combine(date, utc_time)
 
     def _fresh(self, item, t: float):
         return item if item is not None and t - item[0] <= self._max_age else None
@@ -346,9 +364,7 @@ class NmeaDecoder:
             cov, ctype = (h * h, h * h, (2 * h) ** 2), 1
         motion = self._fresh(self._motion, t)
         heading = self._fresh(self._heading, t)
-        utc = None
-        if utc_time is not None and self._date is not None:
-            utc = _dt.datetime.combine(self._date, utc_time)
+        utc = self._utc(utc_time)
         self.stats.fixes += 1
         return GpsFix(t, lat, lon, alt, quality, sats, hdop, cov, ctype, utc, utc_time,
                       speed_mps=motion[1] if motion else None, course_deg=motion[2] if motion else None,

@@ -189,3 +189,12 @@ def test_fuzz_valid_checksum_arbitrary_fields(fields):
     for kind in ("GPGGA", "GPRMC", "GNGST", "GPVTG", "GPHDT", "GNZDA"):
         r = NmeaDecoder().decode_line(_with_cs(f"${kind},{fields}".replace("*", "")), 0.0)
         assert r is None or isinstance(r, (GpsFix, GpsNoFix))
+
+
+def test_utc_date_rolls_over_at_midnight_before_the_next_rmc():
+    dec = NmeaDecoder()
+    dec.decode_line(_with_cs("$GPRMC,235959.50,A,3238.9148,N,10822.4466,W,0.0,0.0,311225,,,A"), 0.0)
+    f = dec.decode_line(_with_cs("$GPGGA,235959.50,3238.9148,N,10822.4466,W,1,08,1.1,1.0,M,0.0,M,,"), 0.0)
+    assert f.utc.isoformat() == "2025-12-31T23:59:59.500000+00:00"
+    f = dec.decode_line(_with_cs("$GPGGA,000000.50,3238.9148,N,10822.4466,W,1,08,1.1,1.0,M,0.0,M,,"), 0.5)
+    assert f.utc.isoformat() == "2026-01-01T00:00:00.500000+00:00"
