@@ -46,5 +46,5 @@ def drivers_from_config(serial, robot) -> dict[str, SerialDriver]:
     if serial.gps_source == "serial":
         out["gps"] = NmeaGps(serial.gps_port, baud=serial.gps_baud, decoder=nmea(), **backoff)
     if serial.imu_source == "mip":
-        out["imu"] = MipImu(serial.imu_port, baud=serial.imu_baud, **backoff)
+        out["imu"] = MipImu(serial.imu_port, baud=serial.imu_baud, rate_hz=serial.imu_rate_hz, **backoff)
     return out

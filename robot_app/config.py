@@ -99,6 +99,7 @@ class SerialConfig:
                            doc="IMU from the MCU topics imu/data_raw + imu/mag, or a Microstrain on its own port")
     imu_port: str = _opt("/dev/microstrain")
     imu_baud: int = _opt(115200, choices=_BAUDS)
+    imu_rate_hz: float = _opt(100.0, min=1.0, max=1000.0, doc="Microstrain IMU data rate (imu_source = mip)")
     reconnect_min_s: float = _opt(0.25, min=0.01, max=60.0, doc="first reconnect delay; doubles per failure")
     reconnect_max_s: float = _opt(2.0, min=0.01, max=60.0, doc="longest reconnect delay")
     handshake_timeout_s: float = _opt(5.0, min=0.1, max=60.0,

@@ -21,6 +21,7 @@ def test_defaults_follow_the_protocol_document():
     ("handshake_timeout_s", 100.0, "handshake_timeout_s.*maximum"),
     ("gps_ignore_checksum_for", "GGA", "gps_ignore_checksum_for.*list of str"),
     ("base_port", 5, "base_port.*string"),
+    ("imu_rate_hz", 5000.0, "imu_rate_hz.*maximum"),
     ("baud", 115200, "unknown key"),
 ])
 def test_bad_values_name_the_key(key, value, match):

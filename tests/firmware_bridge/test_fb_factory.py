@@ -21,11 +21,11 @@ def test_defaults_give_only_the_base():
 
 
 def test_separate_gps_and_imu():
-    c = config_from_mapping({"serial": {"gps_source": "serial", "imu_source": "mip",
+    c = config_from_mapping({"serial": {"gps_source": "serial", "imu_source": "mip", "imu_rate_hz": 250.0,
                                         "gps_ignore_checksum_for": ["GGA"]}})
     d = drivers_from_config(c.serial, c.robot)
     assert isinstance(d["gps"], NmeaGps) and d["gps"].baud == 57600
-    assert isinstance(d["imu"], MipImu) and d["imu"].port == "/dev/microstrain"
+    assert isinstance(d["imu"], MipImu) and d["imu"].port == "/dev/microstrain" and d["imu"].decimation == 4
     assert d["gps"].decoder._ignore_cs == {"GGA"}
 
 
