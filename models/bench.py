@@ -21,6 +21,7 @@ from typing import Callable
 import numpy as np
 
 from models.clip_preprocess import preprocess_images
+from models.onnx_common import CPU, choose_providers
 from models.sidecar import ModelError
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ def run(models_dir: str | os.PathLike, *, config=None, repeats: int = 20, goals:
     rng = np.random.default_rng(0)
     res: dict = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                              "onnxruntime": ort.__version__},
+                 "providers": choose_providers(getattr(getattr(config, "models", config), "providers", [CPU])),
                  "repeats": repeats, "models": {}, "skipped": {}}
     try:
         progress("CLIP")
@@ -138,8 +140,8 @@ def _bench_vnm(v, rng, *, repeats: int, goals: int, torch_compare: bool) -> dict
 
 def format_table(res: dict) -> str:
     """Human-readable summary of :func:`run`'s result."""
-    lines = [f"onnxruntime {res['machine']['onnxruntime']} on {res['machine']['cores']} cores "
-             f"({res['machine']['cpu']}), median of {res['repeats']} runs"]
+    lines = [f"onnxruntime {res['machine']['onnxruntime']} ({', '.join(res['providers'])}) on "
+             f"{res['machine']['cores']} cores ({res['machine']['cpu']}), median of {res['repeats']} runs"]
     for name, r in res["models"].items():
         b1, b64 = r["batch1"]["median_ms"], r["batch64"]["median_ms"]
         lines.append(f"  {name:<11} batch 1: {b1:8.2f} ms   batch 64: {b64:9.2f} ms ({b64 / 64:.2f} ms/item)")
