@@ -60,6 +60,7 @@ class SerialDriver:
         self.reconnect_min_s, self.reconnect_max_s = reconnect_min_s, reconnect_max_s
         self._queue: asyncio.Queue = asyncio.Queue(maxsize=queue_size)
         self._latest: dict[type, Any] = {}
+        self._subscribers: list[tuple] = []
         self._transport: asyncio.BaseTransport | None = None
         self._proto: _Protocol | None = None
         self._task: asyncio.Task | None = None
@@ -147,20 +148,42 @@ class SerialDriver:
             return None
         return r
 
+    def subscribe(self, *, kinds: tuple = (), maxsize: int = 256) -> asyncio.Queue:
+        """A queue of its own for one more consumer (recorder, UI, navigator), so consumers do not
+        take readings from each other as they would sharing :meth:`recv`.
+
+        Parameters
+        ----------
+        kinds : tuple of type
+            Reading classes to receive (empty: all readings). Errors are not delivered here.
+        maxsize : int
+            When full, the oldest reading is dropped (counted in ``dropped_readings``).
+        """
+        q: asyncio.Queue = asyncio.Queue(maxsize=maxsize)
+        self._subscribers.append((q, tuple(kinds)))
+        return q
+
+    def unsubscribe(self, queue: asyncio.Queue) -> None:
+        """Stop filling a queue returned by :meth:`subscribe`."""
+        self._subscribers = [(q, k) for q, k in self._subscribers if q is not queue]
+
     def _publish(self, reading) -> None:
         self._latest[type(reading)] = reading
-        self._put(reading)
+        self._put(self._queue, reading)
+        for q, kinds in self._subscribers:
+            if not kinds or isinstance(reading, kinds):
+                self._put(q, reading)
 
     def _report(self, exc: BridgeError) -> None:
         log.error("%s: %s", self.name, exc)
         self.last_error = exc
-        self._put(exc)
+        self._put(self._queue, exc)
 
-    def _put(self, item) -> None:
-        if self._queue.full():
-            self._queue.get_nowait()
+    def _put(self, queue: asyncio.Queue, item) -> None:
+        if queue.full():
+            queue.get_nowait()
             self.dropped_readings += 1
-        self._queue.put_nowait(item)
+        queue.put_nowait(item)
 
     # -- transport --------------------------------------------------------------------------------
     def _write(self, data: bytes) -> bool:

@@ -66,3 +66,28 @@ def test_missing_and_busy_ports(arun):
                     with pytest.raises(BridgeTimeout, match="already open"):
                         await second.wait_connected(0.2)
     arun(body)
+
+
+def test_subscribers_each_get_every_reading_of_their_kinds(arun):
+    from firmware_bridge.readings import BaseStatus, WheelFeedback
+
+    async def body():
+        sim = JackalMcuSim(LoopbackPort("jackal-sub"), KinematicPlant())
+        async with sim, JackalBase("inproc://jackal-sub", robot=RobotConfig()) as drv:
+            everything = drv.subscribe()
+            wheels = drv.subscribe(kinds=(WheelFeedback,), maxsize=5)
+            await drv.wait_connected(3.0)
+            await asyncio.sleep(0.5)
+            assert wheels.qsize() == 5 and drv.dropped_readings > 0  # drop-oldest, bounded
+            got = [wheels.get_nowait() for _ in range(5)]
+            assert all(isinstance(r, WheelFeedback) for r in got)
+            assert [r.t_mono_s for r in got] == sorted(r.t_mono_s for r in got)
+            kinds = set()
+            while not everything.empty():
+                kinds.add(type(everything.get_nowait()))
+            assert WheelFeedback in kinds and len(kinds) >= 3
+            drv.unsubscribe(wheels)
+            await asyncio.sleep(0.1)
+            assert wheels.empty()
+            assert BaseStatus not in {type(r) for r in got}
+    arun(body)
