@@ -4,8 +4,9 @@ Per model: median (and 90th percentile) wall time of one call at batch 1 and bat
 providers. For the VNM also one full control step as the navigator runs it: preprocess the newest
 camera frame into the context queue and one ONNX call against ``goals`` candidate node images
 (observation branch once, goal branch per goal; the node images are preprocessed once per walk, and a
-second figure includes preprocessing them every step); and the same network in torch eager
-(``GnmStep``, ``torch.no_grad``) when torch is installed, for the ONNX Runtime speed-up.
+second figure includes preprocessing them every step); and the same architecture in torch eager
+(``GnmStep`` with fresh random weights, ``torch.no_grad``; latency does not depend on the weight values)
+when torch is installed, for the ONNX Runtime speed-up.
 Timing uses ``time.perf_counter``; each figure follows one untimed warm-up call.
 """
 
@@ -148,7 +149,8 @@ def format_table(res: dict) -> str:
     v = res["models"].get("vnm")
     if v:
         lines.append(f"  vnm control step ({v['goals_per_step']} goals, new frame preprocessed): "
-                     f"{v['step_onnx']['median_ms']:.2f} ms (model only {v['step_onnx_model_only']['median_ms']:.2f} ms, "
+                     f"{v['step_onnx']['median_ms']:.2f} ms "
+                     f"(model only {v['step_onnx_model_only']['median_ms']:.2f} ms, "
                      f"re-preprocessing the goals too {v['step_onnx_with_goal_preprocessing']['median_ms']:.2f} ms)")
         if "speedup_onnx_vs_torch" in v:
             lines.append(f"  vnm torch eager (model only, {v['torch_threads']} threads): "

@@ -11,8 +11,9 @@ waypoints (x, y, cos, sin): x forward, y left (REP-103, robot frame at the newes
 in normalised units; metres = x, y * max_v / frame_rate (GNM deployment convention).
 
 Goal (map node) images change only when the walk changes: preprocess them once with
-:meth:`VnmModel.preprocess_many` and reuse the array every step. :class:`VnmContext` keeps the context queue (one per control loop; not shared between threads); the
-:class:`VnmModel` itself is thread-safe.
+:meth:`VnmModel.preprocess_many` and reuse the array every step. :class:`VnmContext` keeps the
+context queue (one per control loop; not shared between threads); the :class:`VnmModel` itself is
+thread-safe.
 """
 
 from __future__ import annotations

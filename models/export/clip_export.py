@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from models.clip_preprocess import build_tokenizer_json
-from models.export.common import ExportError, assert_close, assert_varies, export_onnx, io_spec, ort_run
+from models.export.common import (ExportError, assert_close, assert_varies, clear_sidecars, export_onnx, io_spec,
+                                  ort_run)
 from models.sidecar import write_sidecar
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,7 @@ def export_clip(out_dir: str | os.PathLike, *, arch: str = "ViT-B-32", pretraine
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    clear_sidecars(out, ("clip-image.onnx", "clip-text.onnx"))
     model, preprocess, tokenizer = _create(arch, pretrained)
     if not isinstance(tokenizer, SimpleTokenizer):
         raise ExportError(f"{arch} uses a Hugging Face tokenizer; only open_clip's BPE tokenizer is supported")

