@@ -186,9 +186,26 @@ class Task:
 
     # ----------------------------------------------------------------------- states
     def initial_state(self) -> State:
-        """The problem's initial state (explicit values and defaults)."""
-        return State({(k.fluent().name, tuple(a.object().name for a in k.args)): _value(v)
-                      for k, v in self.problem.initial_values.items()})
+        """The problem's initial state (explicit values and defaults).
+
+        Built from the explicit values plus the defaults of numeric fluents (predicates missing
+        from a :class:`State` are false); UP's ``initial_values`` grounds every fluent and costs
+        several times more.
+        """
+        import itertools
+
+        out = {}
+        defaults = self.problem.fluents_defaults
+        for f in self.problem.fluents:
+            if f.type.is_bool_type() or f not in defaults:
+                continue
+            value = _value(defaults[f])
+            domains = [self.objects_of(p.type.name) for p in f.signature]
+            for args in itertools.product(*domains):
+                out[(f.name, tuple(args))] = value
+        for k, v in self.problem.explicit_initial_values.items():
+            out[(k.fluent().name, tuple(a.object().name for a in k.args))] = _value(v)
+        return State(out)
 
     def set_initial_state(self, state: State) -> None:
         """Make ``state`` the problem's initial state (for replanning from where the robot is)."""

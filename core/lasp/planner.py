@@ -9,6 +9,7 @@ silenced. Results are values, never exceptions: misuse (unknown engine name) is 
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import time
@@ -102,7 +103,7 @@ def solve(task: Task, *, engine: str = "kairos", timeout_s: float = 10.0) -> Pla
     name = _engine_name(engine)
     t0 = time.perf_counter()
     try:
-        with OneshotPlanner(name=name) as planner:
+        with OneshotPlanner(name=name) as planner, _kind_computed_once(task.problem):
             res = planner.solve(task.problem, timeout=timeout_s)
     except Exception as exc:  # the engine crashed or refused the problem
         return PlanResult(PlanStatus.ERROR, engine=name, wall_s=time.perf_counter() - t0,
@@ -119,6 +120,35 @@ def solve(task: Task, *, engine: str = "kairos", timeout_s: float = 10.0) -> Pla
               PlanStatus.UNSOLVABLE, S.TIMEOUT: PlanStatus.TIMEOUT}.get(res.status, PlanStatus.ERROR)
     msg = "; ".join(str(m.message) for m in (res.log_messages or []))[:500]
     return PlanResult(status, (), name, wall, msg or res.status.name)
+
+
+_KIND_ONCE: dict = {}
+
+
+@contextlib.contextmanager
+def _kind_computed_once(problem):
+    """Within one planner call, compute the problem's kind once.
+
+    unified-planning 1.3 recomputes ``Problem.kind`` (a walk over every expression) on each access,
+    and one Kairos solve reads it about nine times: about two thirds of a replanning round on the
+    kitchen tasks. The problem does not change during the call, so it is safe to compute it once;
+    the instance gets a subclass with a cached ``kind`` for the duration of the call only.
+    """
+    cls = problem.__class__
+    sub = _KIND_ONCE.get(cls)
+    if sub is None:
+        def kind(self):
+            cached = self.__dict__.get("_lasp_kind")
+            if cached is None:
+                cached = self.__dict__["_lasp_kind"] = cls.kind.fget(self)
+            return cached
+        sub = _KIND_ONCE[cls] = type(f"{cls.__name__}KindOnce", (cls,), {"kind": property(kind)})
+    problem.__class__ = sub
+    try:
+        yield
+    finally:
+        problem.__class__ = cls
+        problem.__dict__.pop("_lasp_kind", None)
 
 
 def validate(task: Task, plan) -> str:
