@@ -42,13 +42,15 @@ DEVICE_PUBLISHERS = {"status": ros1.Status, "feedback": ros1.Feedback, "imu/data
 DEVICE_SUBSCRIBERS = {"cmd_drive": ros1.Drive, "wifi_connected": ros1.Bool}
 REQUIRED_PUBLISHERS = ("feedback", "status")
 REQUIRED_SUBSCRIBERS = ("cmd_drive",)
+MAG_MAX_AGE_S = 0.1  # imu/mag older than this is not attached to an IMU sample (both ~50 Hz)
 FEEDBACK_SILENCE_S = 1.0  # Feedback is 50 Hz: a second without it means the MCU is not publishing
 _ROS_LOG_LEVELS = {1: logging.DEBUG, 2: logging.INFO, 4: logging.WARNING, 8: logging.ERROR, 16: logging.CRITICAL}
 
 
 class JackalBase(SerialDriver):
     """Jackal base MCU driver. Readings: :class:`WheelFeedback`, :class:`BaseStatus`,
-    :class:`ImuReading` (``imu/data_raw`` and ``imu/mag``), GPS fixes from ``navsat/nmea_sentence``.
+    :class:`ImuReading` (``imu/data_raw``, with the latest ``imu/mag`` field attached), GPS fixes from
+    ``navsat/nmea_sentence``.
 
     Parameters
     ----------
@@ -86,6 +88,7 @@ class JackalBase(SerialDriver):
         self.sent_log: collections.deque = collections.deque(maxlen=10000)  # (monotonic send time, Drive)
         self.tick_lateness_s: collections.deque = collections.deque(maxlen=5000)  # drive tick vs schedule
         self.last_drive: ros1.Drive | None = None
+        self._mag: tuple | None = None  # (t_mono_s, field in tesla) of the last imu/mag message
         self._reset_session()
 
     # -- public drive API -------------------------------------------------------------------------
@@ -302,10 +305,13 @@ class JackalBase(SerialDriver):
             self._publish(st)
         elif name == "imu/data_raw":
             q = None if msg.orientation_covariance[0] == -1.0 else msg.orientation
+            mag = self._mag if self._mag is not None and t - self._mag[0] <= MAG_MAX_AGE_S else None
             self._publish(ImuReading(t, msg.header.frame_id, msg.angular_velocity, msg.linear_acceleration, q,
-                                     source="mcu"))
+                                     magnetic_field_t=mag[1] if mag else None, source="mcu"))
         elif name == "imu/mag":
-            self._publish(ImuReading(t, msg.header.frame_id, magnetic_field_t=msg.magnetic_field, source="mcu"))
+            # Not a reading of its own: attached to the next imu/data_raw sample, so that every
+            # ImuReading from the MCU has gyro and accelerometer (latest(ImuReading) stays useful).
+            self._mag = (t, msg.magnetic_field)
         elif name == "navsat/nmea_sentence":
             reading = self.nmea.decode_line(msg.sentence, t)
             if reading is not None:

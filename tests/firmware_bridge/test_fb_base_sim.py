@@ -224,3 +224,16 @@ def test_mcu_reset_to_unconfigured_is_renegotiated(tmp_path, arun):
             await _wait_for(lambda: drv.latest(WheelFeedback, max_age_s=0.1) is not None, 1.0)
             assert drv.connected and drv.sessions == 1
     arun(body)
+
+
+def test_imu_readings_carry_gyro_accel_and_the_latest_mag(tmp_path, arun):
+    async def body():
+        sim, drv = _pair(tmp_path)
+        async with sim, drv:
+            await drv.wait_connected(3.0)
+            await asyncio.sleep(0.2)
+            r = drv.latest(ImuReading, max_age_s=0.1)
+            assert r.angular_velocity_radps is not None and r.linear_acceleration_mps2[2] == pytest.approx(9.80665)
+            assert r.magnetic_field_t is not None and r.magnetic_field_t[2] == pytest.approx(-4.4e-5)
+            assert r.orientation_xyzw is None  # imu/data_raw: orientation covariance -1 = unknown
+    arun(body)
