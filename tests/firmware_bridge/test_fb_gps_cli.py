@@ -36,3 +36,21 @@ def test_decode_usage_errors(tmp_path, capsys):
     assert main(["gps", "decode"]) == 2
     assert main(["gps", "decode", "--port", str(tmp_path / "no-such-tty"), "--duration", "0.1"]) == 2
     assert "cannot open" in capsys.readouterr().err
+
+
+def test_decode_from_a_serial_port(tmp_path, shared_data, capsys, arun):
+    import asyncio
+
+    from firmware_bridge.sim.gps import GpsReceiverSim, read_nmea_log
+    from firmware_bridge.sim.vport import VirtualPort
+
+    async def body():
+        lines = read_nmea_log(shared_data / "nmea" / "garmin15x.log")
+        port = VirtualPort(tmp_path / "gps")
+        async with GpsReceiverSim(port, lines=lines, lines_per_s=200.0, loop=True):
+            return await asyncio.to_thread(main, ["gps", "decode", "--port", port.path, "--duration", "1.0", "--json"])
+
+    assert arun(body) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["fixes"] >= 5 and out["lines"] >= 100
+    assert all(abs(p["latitude_deg"] - 32.6486) < 0.001 for p in out["positions"])
