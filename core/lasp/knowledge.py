@@ -247,7 +247,7 @@ def apply_edits(task: Task, edits, *, sensing=None) -> list:
 
     Edits naming things the task lacks (an action, a type) are skipped with a log message, so
     knowledge learned on one task can be loaded into another. With ``sensing``, a learned property
-    also gets the environment's values for objects the stored values do not cover.
+    gets the environment's current values (stored values only where the environment has none).
     """
     from core.lasp.model import State
 
@@ -258,12 +258,12 @@ def apply_edits(task: Task, edits, *, sensing=None) -> list:
                 if task.problem.has_fluent(e.name):
                     continue
                 values = {a: v for a, v in e.values.items() if all(task.problem.has_object(o) for o in a)}
-                if sensing is not None:
+                if sensing is not None:  # the world's current values beat remembered ones
                     for objs in itertools.product(*[task.objects_of(t) for t in e.param_types]):
-                        if objs not in values:
-                            v = sensing.value(e.name, objs)
-                            if v is not None and v is not False:
-                                values[objs] = v
+                        v = sensing.value(e.name, objs)
+                        if v is not None:
+                            values[objs] = v
+                    values = {a: v for a, v in values.items() if v is not False}
                 task.add_fluent(e.name, list(e.param_types), numeric=e.numeric, values=values,
                                 description=e.description)
                 for a, k, f, v in e.effects:
