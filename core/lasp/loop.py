@@ -193,9 +193,9 @@ class LaspRun:
             plan = self._plan(k2, f"after adding object {obj.pddl}", belief2)
             if plan is not None:
                 self.belief = belief2
-                self._log("expand", object=obj.as_dict())
+                self._log("expand", object=obj.as_dict(), exchanges=self._exchanges())
                 return k2, plan, edits + [learned_obj]
-        self._log("no-plan", candidate=reason.pddl)
+        self._log("no-plan", candidate=reason.pddl, exchanges=self._exchanges())
         return None
 
     # ------------------------------------------------------------------ helpers
