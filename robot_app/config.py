@@ -198,6 +198,28 @@ class MappingConfig:
 
 
 @dataclass(frozen=True)
+class MissionConfig:
+    """Route jobs: which map, how the walk is driven (GPS mode until a VNM navigator is configured)."""
+
+    map_file: str = _opt("", doc="map the route jobs plan on; empty = [paths] maps_dir/current.sqlite")
+    max_v_mps: float = _opt(1.0, min=0.05, max=5.0, doc="autonomy speed cap")
+    lookahead_m: float = _opt(2.0, min=0.1, max=50.0, doc="GPS mode: aim at the first walk node this far ahead")
+    goal_radius_m: float = _opt(1.0, min=0.1, max=20.0, doc="the walk is done within this distance of its end")
+    start_max_distance_m: float = _opt(15.0, min=0.5, max=500.0,
+                                       doc="the start node is the nearest node to the GPS fix within this distance")
+
+
+@dataclass(frozen=True)
+class UiConfig:
+    """Touchscreen web UI served by the process (kiosk browser on the robot's screen)."""
+
+    host: str = _opt("127.0.0.1", doc="listen address; anything but loopback needs a token")
+    port: int = _opt(8080, min=0, max=65535, doc="TCP port; 0 = any free port (tests)")
+    token: str = _opt("", doc="required in the X-Robot-Token header of every command when not on loopback")
+    enabled: bool = _opt(True, doc="serve the UI from `robot-app run`")
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration; ``source`` is the file it came from (None for built-in defaults)."""
 
@@ -205,6 +227,8 @@ class Config:
     planner: PlannerConfig = field(default_factory=PlannerConfig)
     robot: RobotConfig = field(default_factory=RobotConfig)
     mapping: MappingConfig = field(default_factory=MappingConfig)
+    mission: MissionConfig = field(default_factory=MissionConfig)
+    ui: UiConfig = field(default_factory=UiConfig)
     serial: SerialConfig = field(default_factory=SerialConfig)
     models: ModelsConfig = field(default_factory=ModelsConfig)
     lasp: LaspConfig = field(default_factory=LaspConfig)

@@ -50,16 +50,17 @@ def tiny_jpeg(rgb, *, size=(32, 24), seed: int = 0) -> bytes:
 
 def write_synthetic_log(folder: str | Path, waypoints_m, *, speed_mps: float = 1.0, rate_hz: float = 4.0,
                         t0_s: float = 0.0, gps_noise_m: float = 0.0, seed: int = 0,
-                        gps_dropout: tuple[float, float] | None = None, colour_fn=None) -> np.ndarray:
+                        gps_dropout: tuple[float, float] | None = None, colour_fn=None,
+                        anchor: tuple[float, float] = ANCHOR) -> np.ndarray:
     """Write a drive along ``waypoints_m`` to a traversal log; returns the true positions (F, 2) m.
 
-    ``gps_dropout`` = (t_start, t_end) seconds of the drive with quality-0 fixes. ``colour_fn(xy)`` gives
+    ``anchor`` is the WGS-84 origin of the local frame. ``gps_dropout`` = (t_start, t_end) seconds of the drive with quality-0 fixes. ``colour_fn(xy)`` gives
     the frame colour (default: a smooth function of position).
     """
     rng = np.random.default_rng(seed)
     xy = sample_polyline(waypoints_m, speed_mps=speed_mps, rate_hz=rate_hz)
     noisy = xy + rng.normal(0.0, gps_noise_m, xy.shape) if gps_noise_m > 0 else xy
-    lat, lon = enu_to_latlon(noisy)
+    lat, lon = enu_to_latlon(noisy, anchor=anchor)
     colour_fn = colour_fn or (lambda p: (128 + 100 * np.sin(p[0] / 20), 128 + 100 * np.cos(p[1] / 20), 128))
     with TraversalLogWriter(folder, metadata={"source": "synthetic", "frame_rate_hz": rate_hz}) as w:
         for i, p in enumerate(xy):

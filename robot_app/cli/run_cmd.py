@@ -11,6 +11,11 @@ def register(sub, groups) -> None:
 
 
 def _run(args, config) -> int:
+    from robot_app.cli import UsageError
     from robot_app.service.app import run_app
+    from robot_app.ui.server import UiConfigError
 
-    return run_app(config)
+    try:
+        return run_app(config)
+    except UiConfigError as exc:
+        raise UsageError(str(exc)) from exc

@@ -144,7 +144,35 @@ class App:
         self.base = self.drivers.get("base")
         self.control = ControlLoop(self)
         self.supervisor = Supervisor(on_down=self._on_component_down)
+        from robot_app.mission import MissionExecutive
+
+        self.mission = MissionExecutive(self)
+        self.ui = None
+        if config.ui.enabled:
+            from robot_app.ui.server import UiServer, build_app
+
+            build_app(self)  # refuse unsafe [ui] settings at start, not in the component's restart loop
+            self.ui = UiServer(self)
         self._stop = asyncio.Event()
+
+    def status_dict(self) -> dict:
+        """Everything the status screen shows, JSON-ready."""
+        from firmware_bridge.readings import BaseStatus, GpsFix
+
+        base = self.base
+        out = {"mcu_link": bool(base is not None and base.connected),
+               "estop_latched": bool(base is not None and base.estop_latched),
+               "models": self.models, "components": {n: s.state for n, s in self.supervisor.states.items()},
+               "mission": self.mission.status(),
+               "command": {"v_mps": self.command.v_mps, "omega_radps": self.command.omega_radps,
+                           "source": self.command.source}}
+        st = base.latest(BaseStatus, max_age_s=5.0) if base is not None else None
+        out["battery_v"] = st.battery_v if st is not None else None
+        out["hardware_estop"] = bool(st.estop_stopped) if st is not None else None
+        fix = base.latest(GpsFix, max_age_s=self.config.serial.gps_max_age_s) if base is not None else None
+        out["gps"] = None if fix is None else {"lat_deg": fix.latitude_deg, "lon_deg": fix.longitude_deg,
+                                                "quality": fix.quality, "hdop": fix.hdop}
+        return out
 
     async def _on_component_down(self, name: str, exc: BaseException) -> None:
         """A component failed: the robot stops until it is back."""
@@ -164,6 +192,8 @@ class App:
         for name, drv in self.drivers.items():
             self.supervisor.start(DriverComponent(name, drv))
         self.supervisor.start(self.control)
+        if self.ui is not None:
+            self.supervisor.start(self.ui)
         reporter = StatusReporter(self)
         self.supervisor.start(reporter)
         # READY as soon as the process is up, even with a device missing: the UI shows the fault
@@ -179,6 +209,7 @@ class App:
 
     async def _shutdown(self) -> None:
         self.notifier.stopping()
+        await self.mission.close()
         self.command = Command()
         if self.base is not None and self.base.connected:
             try:

@@ -25,7 +25,8 @@ def test_gps_navigator_drives_the_simulated_robot_along_a_walk(tmp_path):
         async with SimulatedDevices(tmp_path, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
             base = Config()
             cfg = dataclasses.replace(base, serial=dataclasses.replace(base.serial, base_port=str(sim.ports["jackal"])),
-                                      paths=dataclasses.replace(base.paths, models_dir=str(tmp_path / "none")))
+                                      paths=dataclasses.replace(base.paths, models_dir=str(tmp_path / "none")),
+                                      ui=dataclasses.replace(base.ui, port=0))
             app = App(cfg)
             task = asyncio.ensure_future(app.run())
             try:

@@ -127,7 +127,7 @@ def stop_app(proc, listener):
 
 def test_ready_without_devices_then_sigterm_exits_0(tmp_path):
     proc, notify = start_app(tmp_path, f'[serial]\nbase_port = "{tmp_path / "no-jackal"}"\ngps_source = "mcu"\n'
-                                       f'imu_source = "mcu"\n[paths]\nmodels_dir = "{tmp_path / "models"}"\n')
+                                       f'imu_source = "mcu"\n[paths]\nmodels_dir = "{tmp_path / "models"}"\n[ui]\nport = 0\n')
     try:
         ready = notify.wait_for(lambda m: m.get("READY") == "1", 60)
         assert "MCU link DOWN" in ready["STATUS"]
@@ -152,7 +152,7 @@ def test_app_connects_to_the_simulated_robot(tmp_path):
         assert line, sim.stderr.read()
         base_port = json.loads(line)["jackal"]
         proc, notify = start_app(tmp_path, f'[serial]\nbase_port = "{base_port}"\n'
-                                           f'[paths]\nmodels_dir = "{tmp_path / "models"}"\n')
+                                           f'[paths]\nmodels_dir = "{tmp_path / "models"}"\n[ui]\nport = 0\n')
         try:
             notify.wait_for(lambda m: m.get("READY") == "1", 60)
             notify.wait_for(lambda m: "MCU link up" in m.get("STATUS", ""), 20)

@@ -1,0 +1,175 @@
+"""Mission executive, route jobs: instruction -> landmarks -> grounding -> walk -> confirm -> drive.
+
+The operator (touchscreen) asks for a plan, sees the parsed landmarks and the node chosen for each,
+and only then presses Go. Planning (map loading, CLIP, the walk search) runs in a worker thread so the
+control loop never waits for it. Driving uses :class:`robot_app.navigator.GpsNavigator` (GPS mode).
+STOP latches the base's e-stop and ends any run; after a start the robot is idle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+class MissionError(ValueError):
+    """A request the executive cannot carry out as asked (the message says why, for the operator)."""
+
+
+class MissionExecutive:
+    def __init__(self, app):
+        self.app = app
+        self.state = "idle"          # idle, planning, confirm, running, reached, lost, stuck, gps-lost, stopped, error
+        self.message = ""
+        self.plan: dict[str, Any] | None = None
+        self.progress: dict[str, Any] = {}
+        self.disengagements = 0
+        self._ids = itertools.count(1)
+        self._nav_task: asyncio.Task | None = None
+        self._walk_latlon: tuple | None = None
+
+    # -- map ------------------------------------------------------------------------------------------
+    def map_path(self) -> Path:
+        cfg = self.app.config
+        return Path(cfg.mission.map_file) if cfg.mission.map_file else Path(cfg.paths.maps_dir) / "current.sqlite"
+
+    def open_map(self):
+        from core.mapstore import MapFormatError, open_map
+
+        try:
+            return open_map(self.map_path())
+        except (FileNotFoundError, MapFormatError) as exc:
+            raise MissionError(f"no usable map: {exc}") from exc
+
+    # -- planning -------------------------------------------------------------------------------------
+    def _start_node(self, topomap, start: int | None) -> int:
+        n = len(topomap.nodes)
+        if start is not None:
+            if not 0 <= start < n:
+                raise MissionError(f"start node {start} is not in the map (0..{n - 1})")
+            return start
+        from firmware_bridge.readings import GpsFix
+
+        base = self.app.base
+        fix = base.latest(GpsFix, max_age_s=self.app.config.serial.gps_max_age_s) if base is not None else None
+        if fix is None:
+            raise MissionError("no GPS fix: pick the start node on the map")
+        import utm
+
+        zone, band = int(topomap.nodes.utm_zone[0]), str(topomap.nodes.utm_band[0])
+        e, nn, _, _ = utm.from_latlon(fix.latitude_deg, fix.longitude_deg, force_zone_number=zone,
+                                      force_zone_letter=band)
+        d = np.hypot(topomap.nodes.easting_m - e, topomap.nodes.northing_m - nn)
+        best = int(np.argmin(d))
+        if d[best] > self.app.config.mission.start_max_distance_m:
+            raise MissionError(f"the robot is {d[best]:.0f} m from the nearest map node: drive onto the map or "
+                               "pick the start node")
+        return best
+
+    def _plan_blocking(self, instruction: str, start: int | None) -> dict:
+        from robot_app.grounding_service import ground_instruction
+        from robot_app.planning import PlanningError, plan_on_map
+
+        with self.open_map() as m:
+            s = self._start_node(m, start)
+            try:
+                landmarks, logp, info = ground_instruction(instruction, m, config=self.app.config)
+                planned = plan_on_map(m, landmarks, logp, start=s, alpha=self.app.config.planner.alpha,
+                                      planner=self.app.config.planner.planner)
+            except PlanningError as exc:
+                raise MissionError(str(exc)) from exc
+            out = planned.describe(m)
+            out.update(grounding=info, start=s, instruction=instruction, id=next(self._ids))
+            walk = planned.result.nodes
+            self._walk_latlon = (m.nodes.lat_deg[walk].copy(), m.nodes.lon_deg[walk].copy())
+        if out["status"] != "ok":
+            raise MissionError("no walk from the start reaches all landmarks in order")
+        return out
+
+    async def plan_route(self, instruction: str, start: int | None = None) -> dict:
+        if self.state in ("planning", "running"):
+            raise MissionError(f"busy ({self.state}): stop first")
+        if not isinstance(instruction, str) or not instruction.strip() or len(instruction) > 500:
+            raise MissionError("the instruction must be 1 to 500 characters of text")
+        self.state, self.message, self.plan = "planning", "", None
+        try:
+            self.plan = await asyncio.to_thread(self._plan_blocking, instruction, start)
+        except MissionError as exc:
+            self.state, self.message = "idle", str(exc)
+            raise
+        except Exception as exc:  # noqa: BLE001 - planning must never take the process down
+            log.exception("planning failed")
+            self.state, self.message = "error", f"planning failed: {exc}"
+            raise MissionError(self.message) from exc
+        self.state, self.message = "confirm", "check the landmarks, then press Go"
+        return self.plan
+
+    # -- driving --------------------------------------------------------------------------------------
+    async def go(self, plan_id: int) -> None:
+        if self.plan is None or self.state != "confirm" or plan_id != self.plan["id"]:
+            raise MissionError("nothing to confirm: plan a route first")
+        base = self.app.base
+        if base is None or not base.connected:
+            raise MissionError("the robot base is not connected")
+        if base.estop_latched:
+            raise MissionError("the e-stop is latched: release it first")
+        from robot_app.navigator import GpsNavigator
+
+        mc = self.app.config.mission
+        nav = GpsNavigator(self.app, max_v_mps=mc.max_v_mps, lookahead_m=mc.lookahead_m,
+                           goal_radius_m=mc.goal_radius_m)
+        self.state, self.message = "running", "driving the walk"
+        self.progress = {"started_mono_s": time.monotonic(), "walk_nodes": len(self.plan["nodes"])}
+        self._nav_task = asyncio.ensure_future(self._drive(nav))
+
+    async def _drive(self, nav) -> None:
+        try:
+            report = await nav.follow(*self._walk_latlon)
+            self.state = report.outcome
+            self.message = f"walk {report.outcome}, {report.distance_to_goal_m:.1f} m from the goal"
+            self.progress.update(walk_index=report.final_index, duration_s=report.duration_s)
+        except asyncio.CancelledError:
+            self.state = "stopped"
+            raise
+        except Exception as exc:  # noqa: BLE001
+            log.exception("navigator failed")
+            self.state, self.message = "error", f"navigation failed: {exc}"
+
+    def stop(self, reason: str = "operator STOP") -> None:
+        """Latch the base e-stop, end any run; effective at the next drive tick (20 ms at 50 Hz)."""
+        from robot_app.service.app import Command
+
+        self.app.command = Command()
+        if self.app.base is not None:
+            self.app.base.estop(reason)
+        if self._nav_task is not None and not self._nav_task.done():
+            self._nav_task.cancel()
+            self.disengagements += 1
+        self.state, self.message = "stopped", reason
+
+    def release_stop(self) -> None:
+        if self.app.base is None:
+            raise MissionError("no robot base")
+        try:
+            self.app.base.reset_estop()
+        except Exception as exc:  # noqa: BLE001 - e.g. the hardware stop loop still open
+            raise MissionError(str(exc)) from exc
+        self.state, self.message = "idle", "e-stop released"
+
+    async def close(self) -> None:
+        if self._nav_task is not None and not self._nav_task.done():
+            self._nav_task.cancel()
+            await asyncio.gather(self._nav_task, return_exceptions=True)
+
+    def status(self) -> dict:
+        return {"state": self.state, "message": self.message, "plan_id": self.plan["id"] if self.plan else None,
+                "progress": {k: v for k, v in self.progress.items() if k != "started_mono_s"},
+                "disengagements": self.disengagements}

@@ -1,0 +1,1 @@
+"""Touchscreen web UI: an aiohttp server in the onboard process, static assets in the package."""

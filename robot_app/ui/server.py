@@ -1,0 +1,191 @@
+"""HTTP API and static pages of the touchscreen UI (served by ``robot-app run``).
+
+Endpoints (JSON unless noted):
+
+- ``GET /`` the page; ``GET /static/...`` its assets (in the package: works offline, no CDN);
+- ``GET /api/status`` robot, devices, models, mission; ``GET /api/events`` the same as a
+  server-sent event stream (2 Hz);
+- ``GET /api/map`` node positions (m, relative) and edges of the route map;
+  ``GET /api/map/image/{node}`` the node's first image (JPEG);
+- ``POST /api/stop`` latch the e-stop (the big STOP); ``POST /api/release`` release it;
+- ``POST /api/route/plan`` ``{"instruction": str, "start": int | null}`` -> the plan to confirm;
+  ``POST /api/route/go`` ``{"plan_id": int}`` drive it.
+
+Binding: 127.0.0.1 by default. On any other address a token is required (the server refuses to start
+without one) and every POST must carry it in ``X-Robot-Token``. Inputs are validated here; no endpoint
+takes a path or runs anything but these commands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+from pathlib import Path
+
+from aiohttp import web
+
+log = logging.getLogger(__name__)
+
+STATIC = Path(__file__).parent / "static"
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+class UiConfigError(ValueError):
+    """The [ui] settings are unsafe or invalid."""
+
+
+def _json_error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+def build_app(robot) -> web.Application:
+    """The aiohttp application for a running :class:`robot_app.service.app.App` (``robot``)."""
+    cfg = robot.config.ui
+    if cfg.host not in LOOPBACK and not cfg.token:
+        raise UiConfigError(f"[ui] host {cfg.host!r} is not loopback: set [ui] token so commands need it")
+
+    @web.middleware
+    async def auth(request: web.Request, handler):
+        if request.method == "POST" and cfg.token:
+            given = request.headers.get("X-Robot-Token", "")
+            if not hmac.compare_digest(given, cfg.token):
+                return _json_error(403, "missing or wrong X-Robot-Token")
+        return await handler(request)
+
+    app = web.Application(middlewares=[auth], client_max_size=64 * 1024)
+    mission = robot.mission
+
+    async def index(request):
+        return web.FileResponse(STATIC / "index.html")
+
+    async def status(request):
+        return web.json_response(robot.status_dict())
+
+    async def events(request):
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        try:
+            while True:
+                await resp.write(f"data: {json.dumps(robot.status_dict())}\n\n".encode())
+                await asyncio.sleep(0.5)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        return resp
+
+    async def map_info(request):
+        try:
+            m = await asyncio.to_thread(mission.open_map)
+        except Exception as exc:  # noqa: BLE001 - MissionError or a read error: say it on screen
+            return _json_error(404, str(exc))
+        with m:
+            import numpy as np
+
+            xy = np.stack([m.nodes.easting_m, m.nodes.northing_m], axis=1)
+            xy = xy - xy.min(axis=0)
+            edges = np.stack([m.edges.src, m.edges.dst], axis=1)
+            return web.json_response({"xy_m": np.round(xy, 2).tolist(), "edges": edges.tolist(),
+                                      "path": str(m.path)})
+
+    async def map_image(request):
+        try:
+            node = int(request.match_info["node"])
+        except ValueError:
+            return _json_error(400, "node must be an integer")
+        try:
+            m = await asyncio.to_thread(mission.open_map)
+        except Exception as exc:  # noqa: BLE001
+            return _json_error(404, str(exc))
+        with m:
+            if not 0 <= node < len(m.nodes):
+                return _json_error(404, f"node {node} is not in the map")
+            imgs = m.images(node)
+        if not imgs:
+            return _json_error(404, f"node {node} has no image")
+        return web.Response(body=imgs[0], content_type="image/jpeg")
+
+    async def stop(request):
+        mission.stop("operator STOP (touchscreen)")
+        return web.json_response(robot.status_dict())
+
+    async def release(request):
+        from robot_app.mission import MissionError
+
+        try:
+            mission.release_stop()
+        except MissionError as exc:
+            return _json_error(409, str(exc))
+        return web.json_response(robot.status_dict())
+
+    async def _body(request) -> dict:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise web.HTTPBadRequest(text=json.dumps({"error": "body must be JSON"}), content_type="application/json")
+        if not isinstance(body, dict):
+            raise web.HTTPBadRequest(text=json.dumps({"error": "body must be a JSON object"}),
+                                     content_type="application/json")
+        return body
+
+    async def plan(request):
+        from robot_app.mission import MissionError
+
+        body = await _body(request)
+        instruction = body.get("instruction")
+        start = body.get("start")
+        if start is not None and (not isinstance(start, int) or isinstance(start, bool)):
+            return _json_error(400, "start must be a node id (integer) or null")
+        try:
+            result = await mission.plan_route(instruction, start)
+        except MissionError as exc:
+            return _json_error(409, str(exc))
+        return web.json_response(result)
+
+    async def go(request):
+        from robot_app.mission import MissionError
+
+        body = await _body(request)
+        plan_id = body.get("plan_id")
+        if not isinstance(plan_id, int) or isinstance(plan_id, bool):
+            return _json_error(400, "plan_id must be an integer")
+        try:
+            await mission.go(plan_id)
+        except MissionError as exc:
+            return _json_error(409, str(exc))
+        return web.json_response(robot.status_dict())
+
+    app.router.add_get("/", index)
+    app.router.add_static("/static/", STATIC, follow_symlinks=False)
+    app.router.add_get("/api/status", status)
+    app.router.add_get("/api/events", events)
+    app.router.add_get("/api/map", map_info)
+    app.router.add_get("/api/map/image/{node}", map_image)
+    app.router.add_post("/api/stop", stop)
+    app.router.add_post("/api/release", release)
+    app.router.add_post("/api/route/plan", plan)
+    app.router.add_post("/api/route/go", go)
+    return app
+
+
+class UiServer:
+    """Supervised component serving the UI on ``[ui] host:port``."""
+
+    name = "ui"
+
+    def __init__(self, robot):
+        self.robot = robot
+        self.port: int | None = None
+
+    async def run(self) -> None:
+        cfg = self.robot.config.ui
+        runner = web.AppRunner(build_app(self.robot), access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, cfg.host, cfg.port)
+        try:
+            await site.start()
+            self.port = runner.addresses[0][1] if runner.addresses else cfg.port
+            log.info("touchscreen UI on http://%s:%d/", cfg.host, self.port)
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()

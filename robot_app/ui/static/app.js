@@ -1,0 +1,100 @@
+// Touchscreen UI: status stream, route planning with confirmation, STOP. No external resources.
+"use strict";
+const $ = (id) => document.getElementById(id);
+let plan = null;
+let mapData = null;
+
+async function post(path, body) {
+  const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
+                                body: JSON.stringify(body || {}) });
+  const data = await r.json().catch(() => ({ error: "bad reply" }));
+  if (!r.ok) throw new Error(data.error || r.statusText);
+  return data;
+}
+
+function pill(el, text, cls) { el.textContent = text; el.className = "pill " + (cls || ""); }
+
+function showStatus(s) {
+  pill($("st-link"), s.mcu_link ? "MCU link" : "MCU DOWN", s.mcu_link ? "ok" : "bad");
+  pill($("st-gps"), s.gps ? `GPS q${s.gps.quality}` : "no GPS fix", s.gps ? "ok" : "warn");
+  pill($("st-batt"), s.battery_v ? `${s.battery_v.toFixed(1)} V` : "battery ?", "");
+  const stopped = s.estop_latched || s.hardware_estop;
+  pill($("st-estop"), stopped ? "STOPPED" : "e-stop clear", stopped ? "bad" : "ok");
+  pill($("st-mode"), s.mission.state, s.mission.state === "running" ? "ok" : "");
+  $("st-mode").dataset.state = s.mission.state;
+  if (s.mission.message) $("message").textContent = s.mission.message;
+  $("go").disabled = !(plan && s.mission.state === "confirm");
+  $("status-json").textContent = JSON.stringify(s, null, 2);
+}
+
+function connect() {
+  const es = new EventSource("/api/events");
+  es.onmessage = (ev) => showStatus(JSON.parse(ev.data));
+  es.onerror = () => { pill($("st-link"), "UI link lost", "bad"); };
+}
+
+function showPlan(p) {
+  const list = $("landmarks");
+  list.innerHTML = "";
+  const flags = {};
+  (p.grounding ? p.grounding.landmarks : []).forEach((g) => { flags[g.name] = g; });
+  p.landmarks.forEach((lm) => {
+    const li = document.createElement("li");
+    const g = flags[lm.name];
+    if (g && g.not_in_map) li.className = "warn";
+    const img = document.createElement("img");
+    img.src = `/api/map/image/${lm.node}`;
+    img.alt = lm.name;
+    const cap = document.createElement("div");
+    cap.textContent = `${lm.name} (node ${lm.node})` + (g && g.not_in_map ? " - not found well" : "");
+    li.append(img, cap);
+    list.append(li);
+  });
+  $("message").textContent = `walk of ${p.nodes.length} nodes, ~${Math.round(p.length_m)} m: check, then Go`;
+  drawMap();
+}
+
+function drawMap() {
+  const c = $("map"), ctx = c.getContext("2d");
+  ctx.clearRect(0, 0, c.width, c.height);
+  if (!mapData) return;
+  const xs = mapData.xy_m.map((p) => p[0]), ys = mapData.xy_m.map((p) => p[1]);
+  const w = Math.max(...xs) || 1, h = Math.max(...ys) || 1, k = Math.min((c.width - 20) / w, (c.height - 20) / h);
+  const P = (i) => [10 + mapData.xy_m[i][0] * k, c.height - 10 - mapData.xy_m[i][1] * k];
+  ctx.strokeStyle = "#999"; ctx.lineWidth = 1;
+  mapData.edges.forEach(([a, b]) => { ctx.beginPath(); ctx.moveTo(...P(a)); ctx.lineTo(...P(b)); ctx.stroke(); });
+  if (plan) {
+    ctx.strokeStyle = "#0050ff"; ctx.lineWidth = 4; ctx.beginPath();
+    plan.nodes.forEach((n, i) => (i ? ctx.lineTo(...P(n)) : ctx.moveTo(...P(n)))); ctx.stroke();
+    ctx.fillStyle = "#d00000";
+    plan.landmarks.forEach((lm) => { const [x, y] = P(lm.node); ctx.fillRect(x - 6, y - 6, 12, 12); });
+  }
+}
+
+$("plan").onclick = async () => {
+  $("message").textContent = "planning…";
+  plan = null; $("go").disabled = true;
+  try {
+    plan = await post("/api/route/plan", { instruction: $("instruction").value, start: null });
+    showPlan(plan);
+    $("go").disabled = false;
+  } catch (e) { $("message").textContent = e.message; $("landmarks").innerHTML = ""; }
+};
+$("go").onclick = async () => {
+  try { await post("/api/route/go", { plan_id: plan.id }); $("message").textContent = "driving"; }
+  catch (e) { $("message").textContent = e.message; }
+};
+$("stop").onclick = async () => {
+  try { showStatus(await post("/api/stop")); } catch (e) { $("message").textContent = "STOP failed: " + e.message; }
+};
+$("release").onclick = async () => {
+  try { showStatus(await post("/api/release")); } catch (e) { $("message").textContent = e.message; }
+};
+document.querySelectorAll(".tab").forEach((t) => t.onclick = () => {
+  document.querySelectorAll(".tab, .screen").forEach((x) => x.classList.remove("active"));
+  t.classList.add("active");
+  $("screen-" + t.dataset.screen).classList.add("active");
+  if (t.dataset.screen === "map") drawMap();
+});
+fetch("/api/map").then((r) => r.ok ? r.json() : null).then((d) => { mapData = d; drawMap(); });
+connect();

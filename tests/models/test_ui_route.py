@@ -1,0 +1,130 @@
+"""Route job through the touchscreen API against the simulated Jackal: plan, confirm, drive, STOP."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import shutil
+
+import aiohttp
+import pytest
+
+from firmware_bridge.sim.devices import SimulatedDevices
+from robot_app.cli import main
+from robot_app.config import Config
+from robot_app.service.app import App
+from robot_app.synthetic_logs import write_synthetic_log
+from robot_app.ui.server import UiConfigError
+
+ORIGIN = (52.5148, 13.4643)
+
+
+@pytest.fixture
+def route_setup(tmp_path, clip_export_dir, capsys):
+    models = tmp_path / "models"
+    shutil.copytree(clip_export_dir, models)
+    write_synthetic_log(tmp_path / "log", [(0, 0), (30, 0)], seed=5, anchor=ORIGIN)
+    conf = tmp_path / "c.toml"
+    conf.write_text(f'[paths]\nmodels_dir = "{models}"\n')
+    assert main(["--config", str(conf), "map", "build", str(tmp_path / "log"), "--out", str(tmp_path / "m.map")]) == 0
+    capsys.readouterr()
+    base = Config()
+    return dataclasses.replace(
+        base, paths=dataclasses.replace(base.paths, models_dir=str(models)),
+        mission=dataclasses.replace(base.mission, map_file=str(tmp_path / "m.map"), max_v_mps=0.8),
+        ui=dataclasses.replace(base.ui, port=0), llm=dataclasses.replace(base.llm, landmark_parser="rules"))
+
+
+def test_plan_confirm_drive_and_stop_through_the_api(tmp_path, route_setup):
+    async def main_():
+        ports = tmp_path / "ports"
+        ports.mkdir()
+        async with SimulatedDevices(ports, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
+            cfg = dataclasses.replace(route_setup, serial=dataclasses.replace(route_setup.serial,
+                                                                              base_port=str(sim.ports["jackal"])))
+            app = App(cfg)
+            task = asyncio.ensure_future(app.run())
+            try:
+                await app.base.wait_connected(10.0)
+                for _ in range(100):
+                    if app.ui.port and app.status_dict()["gps"]:
+                        break
+                    await asyncio.sleep(0.1)
+                url = f"http://127.0.0.1:{app.ui.port}"
+                async with aiohttp.ClientSession() as http:
+                    page = await (await http.get(url + "/")).text()
+                    assert "STOP" in page and "/static/app.js" in page
+                    st = await (await http.get(url + "/api/status")).json()
+                    assert st["mcu_link"] and st["mission"]["state"] == "idle" and st["gps"]["quality"] >= 1
+                    # nothing to confirm yet
+                    r = await http.post(url + "/api/route/go", json={"plan_id": 1})
+                    assert r.status == 409 and "plan a route first" in (await r.json())["error"]
+                    r = await http.post(url + "/api/route/plan",
+                                        json={"instruction": "Go past the red house, then stop at the blue car."})
+                    plan = await r.json()
+                    assert r.status == 200, plan
+                    assert plan["start"] == 0 and len(plan["landmarks"]) == 2
+                    img = await http.get(url + f"/api/map/image/{plan['landmarks'][0]['node']}")
+                    assert img.status == 200 and (await img.read())[:2] == b"\xff\xd8"
+                    r = await http.post(url + "/api/route/go", json={"plan_id": plan["id"]})
+                    assert r.status == 200
+                    moved = False
+                    for _ in range(60):
+                        await asyncio.sleep(0.1)
+                        if abs(sim.plant.state().v_mps) > 0.1:
+                            moved = True
+                            break
+                    assert moved, "the robot never moved"
+                    r = await http.post(url + "/api/stop")
+                    st = await r.json()
+                    assert st["estop_latched"] and st["mission"]["state"] == "stopped"
+                    await asyncio.sleep(0.6)
+                    assert abs(sim.plant.state().v_mps) < 0.05  # motion ended
+                    assert (await (await http.get(url + "/api/status")).json())["mission"]["disengagements"] == 1
+                    r = await http.post(url + "/api/release")
+                    assert r.status == 200 and not (await r.json())["estop_latched"]
+                    # bad input is refused, not run
+                    assert (await http.post(url + "/api/route/plan", data=b"not json")).status == 400
+                    assert (await http.post(url + "/api/route/go", json={"plan_id": "1"})).status == 400
+                    assert (await http.get(url + "/api/map/image/99999")).status == 404
+                    assert (await http.get(url + "/static/../../config.py")).status in (403, 404)
+            finally:
+                app.request_stop()
+                await asyncio.wait_for(task, 10.0)
+
+    asyncio.run(main_())
+
+
+def test_ui_on_a_network_needs_a_token(route_setup):
+    cfg = dataclasses.replace(route_setup, ui=dataclasses.replace(route_setup.ui, host="0.0.0.0"))
+
+    async def make():
+        App(cfg)
+
+    with pytest.raises(UiConfigError, match="token"):
+        asyncio.run(make())
+
+
+def test_commands_need_the_token_when_one_is_set(route_setup):
+    cfg = dataclasses.replace(route_setup, ui=dataclasses.replace(route_setup.ui, token="s3cret"),
+                              serial=dataclasses.replace(route_setup.serial, base_port="/nonexistent/jackal"))
+
+    async def main_():
+        app = App(cfg)
+        task = asyncio.ensure_future(app.run())
+        try:
+            for _ in range(100):
+                if app.ui.port:
+                    break
+                await asyncio.sleep(0.05)
+            url = f"http://127.0.0.1:{app.ui.port}"
+            async with aiohttp.ClientSession() as http:
+                assert (await http.post(url + "/api/stop")).status == 403
+                assert (await http.post(url + "/api/stop", headers={"X-Robot-Token": "wrong"})).status == 403
+                assert (await http.post(url + "/api/stop", headers={"X-Robot-Token": "s3cret"})).status == 200
+                assert (await http.get(url + "/api/status")).status == 200
+        finally:
+            app.request_stop()
+            await asyncio.wait_for(task, 10.0)
+
+    asyncio.run(main_())
