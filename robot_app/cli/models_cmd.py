@@ -55,6 +55,8 @@ def register(sub, groups) -> None:
     p.add_argument("--repeats", type=int, default=20, help="timed runs per figure (median reported)")
     p.add_argument("--goals", type=int, default=9, help="candidate goals per VNM control step")
     p.add_argument("--no-torch", action="store_true", help="skip the torch eager comparison")
+    p.add_argument("--threads", type=int, default=None,
+                   help="intra-op threads for onnxruntime and torch (default [models] intra_op_threads)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_bench)
 
@@ -179,10 +181,10 @@ def _verify(d: Path, config, rows) -> bool:
 def _bench(args, config) -> int:
     from models import bench
 
-    if args.repeats < 1 or args.goals < 1:
-        raise UsageError("--repeats and --goals must be >= 1")
+    if args.repeats < 1 or args.goals < 1 or (args.threads is not None and args.threads < 1):
+        raise UsageError("--repeats, --goals and --threads must be >= 1")
     d = _models_dir(args, config)
     res = bench.run(d, config=config, repeats=args.repeats, goals=args.goals, torch_compare=not args.no_torch,
-                    progress=lambda msg: print(f"bench models: {msg}", file=sys.stderr))
+                    threads=args.threads, progress=lambda msg: print(f"bench models: {msg}", file=sys.stderr))
     print(json.dumps(res, indent=2) if args.json else bench.format_table(res))
     return 0

@@ -83,6 +83,7 @@ def test_bench_models_reports_every_model(models_dir, capsys):
     v = res["models"]["vnm"]
     assert v["goals_per_step"] == 9 and v["step_onnx"]["median_ms"] > 0
     assert main(["bench", "models", "--models", str(models_dir), "--repeats", "0"]) == 2
+    assert main(["bench", "models", "--models", str(models_dir), "--threads", "0"]) == 2
 
 
 @pytest.mark.parametrize("table, match", [
