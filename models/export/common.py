@@ -50,9 +50,33 @@ def export_onnx(module, args: tuple, out_path: str | os.PathLike, *, input_names
     onnx.checker.check_model(m)
     if m.ir_version > MAX_IR_VERSION:
         raise ExportError(f"{out_path}: IR version {m.ir_version} > {MAX_IR_VERSION} (onnxruntime 1.16 on the robot)")
+    bad = unsupported_on_oldest_runtime(m)
+    if bad:
+        raise ExportError(f"{out_path}: onnxruntime 1.16 has no kernel for {', '.join(bad)}")
     log.info("exported %s (opset %d, IR %d, %.1f MB)", out_path.name, OPSET, m.ir_version,
              out_path.stat().st_size / 1e6)
     return {"opset": OPSET, "ir_version": int(m.ir_version)}
+
+
+# (op, input element type) pairs the onnxruntime 1.16 CPU provider has no kernel for (found by loading
+# exports in onnxruntime 1.16.3: "Could not find an implementation for ArgMax(13)" on int64 ids).
+_NO_KERNEL_ON_OLDEST = {("ArgMax", "INT64"), ("ArgMin", "INT64")}
+
+
+def unsupported_on_oldest_runtime(model) -> list[str]:
+    """Nodes of an ONNX model whose (op, input dtype) the oldest supported onnxruntime (1.16) cannot run."""
+    import onnx
+
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {v.name: v.type.tensor_type.elem_type
+             for v in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output)}
+    bad = []
+    for node in inferred.graph.node:
+        if node.input and node.input[0] in types:
+            key = (node.op_type, onnx.TensorProto.DataType.Name(types[node.input[0]]))
+            if key in _NO_KERNEL_ON_OLDEST:
+                bad.append(f"{node.op_type}({key[1].lower()}) at {node.name or node.output[0]}")
+    return bad
 
 
 def assert_varies(name: str, out: np.ndarray, *, min_std: float = 1e-6) -> None:

@@ -110,3 +110,28 @@ def test_providers_are_filtered_to_the_build_cpu_last():
         "TensorrtExecutionProvider", "CPUExecutionProvider"]
     with pytest.raises(ValueError, match="unknown onnxruntime provider"):
         choose_providers(["Foo"], available=[])
+
+
+def test_exports_need_no_kernel_missing_from_onnxruntime_1_16(clip_export_dir, vnm_export, text_embed_export_dir):
+    import onnx
+
+    from models.export.common import unsupported_on_oldest_runtime
+
+    for path in (clip_export_dir / "clip-image.onnx", clip_export_dir / "clip-text.onnx", vnm_export[0] / "vnm.onnx",
+                 text_embed_export_dir / "text-embed.onnx"):
+        m = onnx.load(str(path), load_external_data=False)
+        assert m.ir_version <= 9 and unsupported_on_oldest_runtime(m) == [], path.name
+
+
+def test_the_check_catches_an_int64_argmax():
+    import onnx
+    from onnx import TensorProto, helper
+
+    from models.export.common import unsupported_on_oldest_runtime
+
+    g = helper.make_graph([helper.make_node("ArgMax", ["ids"], ["pos"], axis=1, keepdims=0, name="eot")], "g",
+                          [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 77])],
+                          [helper.make_tensor_value_info("pos", TensorProto.INT64, [1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    assert unsupported_on_oldest_runtime(m) == ["ArgMax(int64) at eot"]
+    assert isinstance(m, onnx.ModelProto)
