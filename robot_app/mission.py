@@ -74,14 +74,21 @@ class MissionExecutive:
                                "pick the start node")
         return best
 
-    def _plan_blocking(self, instruction: str, start: int | None) -> dict:
+    def _plan_blocking(self, instruction: str | None, start: int | None, goal: int | None = None) -> dict:
         from robot_app.grounding_service import ground_instruction
         from robot_app.planning import PlanningError, plan_on_map
 
         with self.open_map() as m:
             s = self._start_node(m, start)
             try:
-                landmarks, logp, info = ground_instruction(instruction, m, config=self.app.config)
+                if goal is not None:  # to a chosen node: works without CLIP (DESIGN.md, Fallbacks)
+                    if not 0 <= goal < len(m.nodes):
+                        raise MissionError(f"goal node {goal} is not in the map (0..{len(m.nodes) - 1})")
+                    logp = np.full((len(m.nodes), 1), -np.inf)
+                    logp[goal, 0] = 0.0
+                    landmarks, info = [f"node {goal}"], None
+                else:
+                    landmarks, logp, info = ground_instruction(instruction, m, config=self.app.config)
                 planned = plan_on_map(m, landmarks, logp, start=s, alpha=self.app.config.planner.alpha,
                                       planner=self.app.config.planner.planner)
             except PlanningError as exc:
@@ -94,14 +101,15 @@ class MissionExecutive:
             raise MissionError("no walk from the start reaches all landmarks in order")
         return out
 
-    async def plan_route(self, instruction: str, start: int | None = None) -> dict:
+    async def plan_route(self, instruction: str | None, start: int | None = None, goal: int | None = None) -> dict:
+        """Plan from an instruction, or to the node ``goal``; the plan waits for :meth:`go`."""
         if self.state in ("planning", "running"):
             raise MissionError(f"busy ({self.state}): stop first")
-        if not isinstance(instruction, str) or not instruction.strip() or len(instruction) > 500:
+        if goal is None and (not isinstance(instruction, str) or not instruction.strip() or len(instruction) > 500):
             raise MissionError("the instruction must be 1 to 500 characters of text")
         self.state, self.message, self.plan = "planning", "", None
         try:
-            self.plan = await asyncio.to_thread(self._plan_blocking, instruction, start)
+            self.plan = await asyncio.to_thread(self._plan_blocking, instruction, start, goal)
         except MissionError as exc:
             self.state, self.message = "idle", str(exc)
             raise

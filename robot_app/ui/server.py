@@ -8,7 +8,8 @@ Endpoints (JSON unless noted):
 - ``GET /api/map`` node positions (m, relative) and edges of the route map;
   ``GET /api/map/image/{node}`` the node's first image (JPEG);
 - ``POST /api/stop`` latch the e-stop (the big STOP); ``POST /api/release`` release it;
-- ``POST /api/route/plan`` ``{"instruction": str, "start": int | null}`` -> the plan to confirm;
+- ``POST /api/route/plan`` ``{"instruction": str, "start": int | null}`` or ``{"goal": int, "start": ...}``
+  (to a chosen node; works without CLIP) -> the plan to confirm;
   ``POST /api/route/go`` ``{"plan_id": int}`` drive it.
 
 Binding: 127.0.0.1 by default. On any other address a token is required (the server refuses to start
@@ -133,11 +134,12 @@ def build_app(robot) -> web.Application:
 
         body = await _body(request)
         instruction = body.get("instruction")
-        start = body.get("start")
-        if start is not None and (not isinstance(start, int) or isinstance(start, bool)):
-            return _json_error(400, "start must be a node id (integer) or null")
+        start, goal = body.get("start"), body.get("goal")
+        for name, v in (("start", start), ("goal", goal)):
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
+                return _json_error(400, f"{name} must be a node id (integer) or null")
         try:
-            result = await mission.plan_route(instruction, start)
+            result = await mission.plan_route(instruction, start, goal)
         except MissionError as exc:
             return _json_error(409, str(exc))
         return web.json_response(result)

@@ -64,8 +64,15 @@ def test_plan_confirm_drive_and_stop_through_the_api(tmp_path, route_setup):
                     plan = await r.json()
                     assert r.status == 200, plan
                     assert plan["start"] == 0 and len(plan["landmarks"]) == 2
+                    assert [g["name"] for g in plan["grounding"]["landmarks"]] == [x["name"] for x in plan["landmarks"]]
                     img = await http.get(url + f"/api/map/image/{plan['landmarks'][0]['node']}")
                     assert img.status == 200 and (await img.read())[:2] == b"\xff\xd8"
+                    # the tiny CLIP has random weights, so where its landmarks land is arbitrary: drive to a
+                    # chosen node (the far end of the drive) to exercise Go and STOP deterministically
+                    n_nodes = len((await (await http.get(url + "/api/map")).json())["xy_m"])
+                    r = await http.post(url + "/api/route/plan", json={"goal": n_nodes - 1})
+                    plan = await r.json()
+                    assert r.status == 200 and plan["nodes"][0] == 0 and plan["nodes"][-1] == n_nodes - 1
                     r = await http.post(url + "/api/route/go", json={"plan_id": plan["id"]})
                     assert r.status == 200
                     moved = False
@@ -74,7 +81,7 @@ def test_plan_confirm_drive_and_stop_through_the_api(tmp_path, route_setup):
                         if abs(sim.plant.state().v_mps) > 0.1:
                             moved = True
                             break
-                    assert moved, "the robot never moved"
+                    assert moved, f"the robot never moved: {app.status_dict()} plan {plan['nodes']}"
                     r = await http.post(url + "/api/stop")
                     st = await r.json()
                     assert st["estop_latched"] and st["mission"]["state"] == "stopped"
