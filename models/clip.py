@@ -62,7 +62,8 @@ class ClipModel:
         self.logit_scale = float(p["logit_scale"])
         self.architecture = image_sidecar.architecture
         self.random_init = bool(image_sidecar.random_init)
-        self.model_id = f"clip:{image_sidecar.architecture}:{image_sidecar.weights}:{image_sidecar.sha256[:12]}"
+        weights = Path(image_sidecar.weights).name  # a checkpoint path: its file name
+        self.model_id = f"clip:{image_sidecar.architecture}:{weights}:{image_sidecar.sha256[:12]}"
         if int(text_sidecar.params["embed_dim"]) != self.embed_dim:
             raise ModelInvalid(f"{text_sidecar.path}: embed_dim {text_sidecar.params['embed_dim']} differs from "
                                f"the image encoder's {self.embed_dim}")

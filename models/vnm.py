@@ -81,7 +81,7 @@ class VnmModel:
         self.mean = np.asarray(p["mean"], dtype=np.float32)
         self.std = np.asarray(p["std"], dtype=np.float32)
         self.random_init = bool(sidecar.random_init)
-        self.model_id = f"vnm:{sidecar.architecture}:{sidecar.weights}:{sidecar.sha256[:12]}"
+        self.model_id = f"vnm:{sidecar.architecture}:{Path(sidecar.weights).name}:{sidecar.sha256[:12]}"
 
     @property
     def obs_channels(self) -> int:

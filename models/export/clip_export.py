@@ -83,7 +83,7 @@ def _create(arch: str, pretrained: str):
 
 
 def export_clip(out_dir: str | os.PathLike, *, arch: str = "ViT-B-32", pretrained: str = "none",
-                atol: float = 1e-4) -> dict:
+                atol: float = 1e-4, seed: int = 0) -> dict:
     """Export CLIP ``arch`` with weights ``pretrained`` into ``out_dir``; returns a summary dict.
 
     Raises
@@ -101,6 +101,7 @@ def export_clip(out_dir: str | os.PathLike, *, arch: str = "ViT-B-32", pretraine
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     clear_sidecars(out, ("clip-image.onnx", "clip-text.onnx"))
+    torch.manual_seed(seed)  # random-init exports are reproducible
     model, preprocess, tokenizer = _create(arch, pretrained)
     if not isinstance(tokenizer, SimpleTokenizer):
         raise ExportError(f"{arch} uses a Hugging Face tokenizer; only open_clip's BPE tokenizer is supported")
