@@ -133,22 +133,25 @@ def make_diagnoser(config, choice: str | None):
     """Build the diagnoser ``choice`` (auto/llm/offline); returns ``(factory, description, closer)``."""
     from core.lasp.diagnosis import OfflineDiagnoser
 
+    from robot_app.landmark_parsing import llm_model_path, open_configured_llm
+
     choice = choice or config.lasp.diagnoser
     sim, sim_name = make_similarity(config)
-    llm_path = Path(config.paths.models_dir) / "llm.gguf"
+    llm_path = llm_model_path(config)
     if choice == "llm" or (choice == "auto" and llm_path.exists()):
         from models.lasp_llm import LlmDiagnoser
-        from models.llm import LlmError, open_llm
+        from models.llm import LlmError
 
-        try:
-            llm = open_llm(llm_path)
+        try:  # the same [llm] settings (context, threads, worker process) as landmark parsing
+            llm = open_configured_llm(config)
         except LlmError as exc:
             if choice == "llm":
                 raise UsageError(f"--diagnoser llm: cannot open {llm_path}: {exc}") from exc
             log.warning("LASP: LLM unavailable (%s); using the offline diagnoser", exc)
         else:
             factory = lambda: LlmDiagnoser(llm, similarity=sim,  # noqa: E731
-                                           max_tokens=config.lasp.llm_max_tokens)
+                                           max_tokens=config.lasp.llm_max_tokens,
+                                           timeout_s=config.llm.timeout_s)
             return factory, f"llm ({llm_path.name}), similarity {sim_name}", llm.close
     if choice == "auto":
         log.info("LASP: no LLM at %s; using the offline diagnoser", llm_path)

@@ -157,3 +157,26 @@ def test_eval_with_the_minilm_embedding(minilm_dir, tmp_path, capsys):
                                 "--json"])
     assert rc == 0 and out["diagnoser"].startswith("offline, similarity hybrid")
     assert out["cases"]["5"]["success_rate"] == 1.0 and out["cases"]["9"]["success_rate"] == 1.0
+
+
+def test_lasp_run_with_the_llm_diagnoser_on_a_tiny_gguf(tmp_path, capsys):
+    """``--diagnoser llm`` opens the model the [llm] section names and runs the five roles."""
+    pytest.importorskip("llama_cpp", reason="the `llm` extra is needed")
+    from models.llm import make_tiny_gguf
+    from models.llm.sidecar import write_llm_sidecar
+    from models.llm.tiny_gguf import TinyLlamaShape
+
+    models = tmp_path / "models"
+    models.mkdir()
+    make_tiny_gguf(models / "llm.gguf", seed=1, shape=TinyLlamaShape(n_ctx_train=8192))
+    write_llm_sidecar(models / "llm.gguf")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[paths]\nmodels_dir = "{models}"\n[llm]\nn_ctx = 8192\nworker = false\n'
+                   '[lasp]\nmax_llm_calls = 12\nllm_max_tokens = 32\nsimilarity = "lexical"\n')
+    rc, out = run_json(capsys, ["--config", str(cfg), "lasp", "run", *case_args(2), "--env-domain",
+                                str(KITCHEN / "domain.pddl"), "--env-problem",
+                                str(KITCHEN / "env1_store_fruit.pddl"), "--json"])
+    assert rc in (0, 1) and out["diagnoser"].startswith("llm (llm.gguf)")
+    assert 1 <= out["llm_calls"] <= 12 + 4
+    roles = [e["role"] for t in out["trace"] if t["kind"] == "diagnose" for e in t["exchanges"]]
+    assert roles and roles[0] == "cause-analyser"
