@@ -44,6 +44,7 @@ function showPlan(p) {
     if (g && g.not_in_map) li.className = "warn";
     const img = document.createElement("img");
     img.src = `/api/map/image/${lm.node}`;
+    img.onerror = () => { img.style.visibility = "hidden"; };
     img.alt = lm.name;
     const cap = document.createElement("div");
     cap.textContent = `${lm.name} (node ${lm.node})` + (g && g.not_in_map ? " - not found well" : "");
@@ -54,13 +55,24 @@ function showPlan(p) {
   drawMap();
 }
 
+function projection() {
+  const c = $("map");
+  const xs = mapData.xy_m.map((p) => p[0]), ys = mapData.xy_m.map((p) => p[1]);
+  const w = Math.max(...xs) || 1, h = Math.max(...ys) || 1, k = Math.min((c.width - 20) / w, (c.height - 20) / h);
+  return (i) => [10 + mapData.xy_m[i][0] * k, c.height - 10 - mapData.xy_m[i][1] * k];
+}
+
+// CSS pixel position of node i on the map canvas (for taps and tests)
+function nodePixel(i) {
+  const c = $("map"), r = c.getBoundingClientRect(), [x, y] = projection()(i);
+  return [r.left + x * r.width / c.width, r.top + y * r.height / c.height];
+}
+
 function drawMap() {
   const c = $("map"), ctx = c.getContext("2d");
   ctx.clearRect(0, 0, c.width, c.height);
   if (!mapData) return;
-  const xs = mapData.xy_m.map((p) => p[0]), ys = mapData.xy_m.map((p) => p[1]);
-  const w = Math.max(...xs) || 1, h = Math.max(...ys) || 1, k = Math.min((c.width - 20) / w, (c.height - 20) / h);
-  const P = (i) => [10 + mapData.xy_m[i][0] * k, c.height - 10 - mapData.xy_m[i][1] * k];
+  const P = projection();
   ctx.strokeStyle = "#999"; ctx.lineWidth = 1;
   mapData.edges.forEach(([a, b]) => { ctx.beginPath(); ctx.moveTo(...P(a)); ctx.lineTo(...P(b)); ctx.stroke(); });
   if (plan) {
@@ -70,6 +82,24 @@ function drawMap() {
     plan.landmarks.forEach((lm) => { const [x, y] = P(lm.node); ctx.fillRect(x - 6, y - 6, 12, 12); });
   }
 }
+
+// Tap a node on the map: plan the walk to it (works without CLIP), then confirm on the Route screen.
+$("map").onclick = async (ev) => {
+  if (!mapData) return;
+  let best = -1, bestD = 1e9;
+  mapData.xy_m.forEach((_, i) => {
+    const [x, y] = nodePixel(i), d = Math.hypot(x - ev.clientX, y - ev.clientY);
+    if (d < bestD) { best = i; bestD = d; }
+  });
+  if (best < 0 || bestD > 40) return;
+  try {
+    plan = await post("/api/route/plan", { goal: best, start: null });
+    document.querySelector('.tab[data-screen="route"]').click();
+    showPlan(plan);
+    $("go").disabled = false;
+  } catch (e) { $("message").textContent = e.message; }
+};
+window.robotUi = { nodePixel };
 
 $("plan").onclick = async () => {
   $("message").textContent = "planning…";
