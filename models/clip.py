@@ -282,4 +282,40 @@ def ground_landmarks(clip_model: ClipModel, landmarks: Sequence[str], image_emb,
                      best_cosine=best_cos, not_in_map=not_in_map, top_nodes=top_nodes, top_cosine=top_cos)
 
 
-__all__ = ["ClipModel", "Grounding", "ModelMissing", "ground_landmarks", "open_clip_model"]
+def calibrate_min_cosine(present_best, absent_best) -> dict:
+    """Absolute cosine threshold that best separates landmarks in a map from landmarks not in it.
+
+    Parameters
+    ----------
+    present_best : (P,) float, best node cosine (``Grounding.best_cosine``) of landmarks known to be
+        in the map.
+    absent_best : (A,) float, the same for landmarks known not to be in it.
+
+    Returns
+    -------
+    dict
+        ``threshold`` (for ``[models] landmark_min_cosine``): the midpoint of the gap that maximises
+        balanced accuracy (mean of the fraction of present landmarks at or above it and the fraction
+        of absent ones below it), ``balanced_accuracy``, and the ``present`` / ``absent`` ranges.
+
+    Raises
+    ------
+    ValueError
+        Either list is empty or holds a non-finite value.
+    """
+    p = np.asarray(present_best, dtype=np.float64).ravel()
+    a = np.asarray(absent_best, dtype=np.float64).ravel()
+    if p.size == 0 or a.size == 0:
+        raise ValueError("calibration needs at least one present and one absent landmark")
+    if not (np.isfinite(p).all() and np.isfinite(a).all()):
+        raise ValueError("calibration cosines must be finite (a landmark matched no node image)")
+    values = np.unique(np.concatenate([p, a]))
+    cands = np.concatenate([[values[0] - 1e-3], (values[:-1] + values[1:]) / 2, [values[-1] + 1e-3]])
+    score = np.array([((p >= t).mean() + (a < t).mean()) / 2 for t in cands])
+    best = np.flatnonzero(score == score.max())
+    t = float(cands[best[len(best) // 2]])  # middle of the best plateau
+    return {"threshold": round(t, 4), "balanced_accuracy": float(score.max()),
+            "present": [float(p.min()), float(p.max())], "absent": [float(a.min()), float(a.max())]}
+
+
+__all__ = ["ClipModel", "Grounding", "ModelMissing", "calibrate_min_cosine", "ground_landmarks", "open_clip_model"]

@@ -50,6 +50,15 @@ def register(sub, groups) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_info)
 
+    p = g.add_parser("calibrate-grounding",
+                     help="suggest [models] landmark_min_cosine from landmarks known to be in / not in a map")
+    p.add_argument("--map", required=True, metavar="MAP", help="map file with this CLIP model's image embeddings")
+    p.add_argument("--present", required=True, metavar="'A; B'", help="landmarks that ARE in the map, ';'-separated")
+    p.add_argument("--absent", required=True, metavar="'C; D'", help="landmarks that are NOT in the map")
+    p.add_argument("--models", default=None, metavar="DIR", help="models directory (default [paths] models_dir)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_calibrate)
+
     p = groups["bench"].add_parser("models", help="latency of the ONNX models (batch 1 / 64) and one VNM control step")
     p.add_argument("--models", default=None, metavar="DIR", help="models directory (default [paths] models_dir)")
     p.add_argument("--repeats", type=int, default=20, help="timed runs per figure (median reported)")
@@ -176,6 +185,42 @@ def _verify(d: Path, config, rows) -> bool:
         status["text-embed"]["parity"] = {**r, "ok": ok}
         failed |= not ok
     return failed
+
+
+def _split_landmarks(text: str, option: str) -> list[str]:
+    items = [t.strip() for t in text.split(";") if t.strip()]
+    if not items:
+        raise UsageError(f"{option}: give at least one landmark (';'-separated)")
+    return items
+
+
+def _calibrate(args, config) -> int:
+    from core.mapstore import MapError, open_map
+    from models.clip import calibrate_min_cosine, ground_landmarks, open_clip_model
+
+    present = _split_landmarks(args.present, "--present")
+    absent = _split_landmarks(args.absent, "--absent")
+    d = _models_dir(args, config)
+    clip = open_clip_model(d, config=config)
+    try:
+        with open_map(args.map) as topomap:
+            emb, node = topomap.embeddings(clip.model_id)
+            n = len(topomap.nodes)
+    except (MapError, OSError) as exc:
+        raise UsageError(f"--map {args.map}: {exc}") from exc
+    g = ground_landmarks(clip, present + absent, emb, node, n_nodes=n, min_cosine=-1.0)
+    res = calibrate_min_cosine(g.best_cosine[: len(present)], g.best_cosine[len(present):])
+    res["landmarks"] = {lm: {"best_cosine": round(float(c), 4), "best_node": int(b), "known": k}
+                        for lm, c, b, k in zip(present + absent, g.best_cosine, g.best_node,
+                                               ["present"] * len(present) + ["absent"] * len(absent))}
+    if args.json:
+        print(json.dumps(res, indent=2))
+    else:
+        for lm, r in res["landmarks"].items():
+            print(f"  {r['known']:<8} {r['best_cosine']:+.4f} (node {r['best_node']})  {lm}")
+        print(f"landmark_min_cosine = {res['threshold']}  # balanced accuracy {res['balanced_accuracy']:.2f}; "
+              f"put it under [models] in the config")
+    return 0
 
 
 def _bench(args, config) -> int:

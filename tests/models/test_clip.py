@@ -215,3 +215,44 @@ def test_sidecar_records_what_the_robot_needs(clip_export_dir):
     assert set(img.params) >= {"image_size", "mean", "std", "embed_dim", "logit_scale"}
     assert txt.params["context_length"] == 77 and txt.params["tokenizer"] == "clip-tokenizer.json"
     assert img.params["pair_id"] == txt.params["pair_id"]
+
+
+def test_calibration_picks_the_gap_between_present_and_absent():
+    from models.clip import calibrate_min_cosine
+
+    r = calibrate_min_cosine([0.31, 0.28, 0.35], [0.12, 0.2, 0.18])
+    assert 0.2 < r["threshold"] < 0.28 and r["balanced_accuracy"] == 1.0
+    r = calibrate_min_cosine([0.3, 0.15], [0.2, 0.1])  # overlapping: best balanced accuracy 0.75
+    assert r["balanced_accuracy"] == 0.75
+    with pytest.raises(ValueError, match="at least one"):
+        calibrate_min_cosine([], [0.1])
+    with pytest.raises(ValueError, match="finite"):
+        calibrate_min_cosine([-np.inf], [0.1])
+
+
+def test_calibrate_grounding_cli_on_a_real_map_file(tmp_path, clip_export_dir, clip, capsys):
+    import io
+
+    from PIL import Image
+
+    from core.mapstore import MapWriter
+    from robot_app.cli import main
+
+    buf = io.BytesIO()
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(buf, format="JPEG")
+    t = clip.encode_landmarks(["stop sign", "white car", "glass building"])
+    emb = np.stack([t[0], t[1], -t[2]])  # the glass building is nowhere in the map
+    w = MapWriter.create(tmp_path / "m.map")
+    w.add_nodes(timestamp_s=[0.0, 1.0, 2.0], lat_deg=[37.0, 37.0001, 37.0002], lon_deg=[-122.0] * 3)
+    for i in range(3):
+        w.add_image(i, buf.getvalue(), embeddings={clip.model_id: emb[i]})
+    w.close()
+    rc = main(["models", "calibrate-grounding", "--models", str(clip_export_dir), "--map", str(tmp_path / "m.map"),
+               "--present", "stop sign; white car", "--absent", "glass building", "--json"])
+    assert rc == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["landmarks"]["stop sign"]["best_node"] == 0 and res["landmarks"]["stop sign"]["best_cosine"] > 0.99
+    assert res["balanced_accuracy"] == 1.0
+    assert res["landmarks"]["glass building"]["best_cosine"] < res["threshold"] < 0.99
+    assert main(["models", "calibrate-grounding", "--models", str(clip_export_dir), "--map", str(tmp_path / "m.map"),
+                 "--present", " ; ", "--absent", "x"]) == 2
