@@ -65,3 +65,14 @@ def test_tampered_tokenizer_is_refused(text_embed_export_dir, tmp_path):
     p.write_text(p.read_text().replace('"[UNK]"', '"[UNKNOWN]"', 1))
     with pytest.raises(ModelTampered, match="text-embed-tokenizer.json"):
         open_text_embedder(d)
+
+
+def test_concurrent_calls_agree(embedder):
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = ["the fridge is open", "a clean cup", "the robot holds an apple"]
+    want = embedder.embed(texts)
+    with ThreadPoolExecutor(3) as pool:
+        got = list(pool.map(lambda _: embedder.embed(texts), range(6)))
+    for g in got:
+        np.testing.assert_allclose(g, want, atol=1e-6)

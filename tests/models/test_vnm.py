@@ -204,3 +204,35 @@ def test_constant_output_is_caught():
 
     with pytest.raises(ExportError, match="do not vary"):
         assert_varies("net", np.ones((4, 3)))
+
+
+def test_concurrent_steps_from_several_threads_agree(vnm):
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(9)
+    obs = rng.normal(size=(1, 18, 64, 85)).astype(np.float32)
+    goals = rng.normal(size=(9, 3, 64, 85)).astype(np.float32)
+    want = vnm.predict(obs, goals)
+    with ThreadPoolExecutor(3) as pool:
+        got = list(pool.map(lambda _: vnm.predict(obs, goals), range(6)))
+    for g in got:
+        np.testing.assert_allclose(g.dist_steps, want.dist_steps, atol=1e-6)
+
+
+def test_file_name_and_threads_come_from_config(vnm_export, tmp_path):
+    import shutil
+
+    from models.sidecar import write_sidecar
+    from robot_app.config import ModelsConfig
+
+    d = tmp_path / "m"
+    d.mkdir()
+    shutil.copy(vnm_export[0] / "vnm.onnx", d / "gnm-recon.onnx")
+    shutil.copy(vnm_export[0] / "vnm-reference.npz", d / "vnm-reference.npz")
+    sc = read_sidecar(vnm_export[0] / "vnm.onnx")
+    write_sidecar(d / "gnm-recon.onnx", kind="vnm", architecture=sc.architecture, weights=sc.weights,
+                  random_init=sc.random_init, inputs=sc.inputs, outputs=sc.outputs, params=sc.params,
+                  extra_files=["vnm-reference.npz"], onnx=sc.onnx)
+    m = open_vnm(d, config=ModelsConfig(vnm_file="gnm-recon.onnx", intra_op_threads=1,
+                                        providers=["CPUExecutionProvider"]), warm_up=False)
+    assert m.context_size == 5
