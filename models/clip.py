@@ -69,6 +69,7 @@ class ClipModel:
                                f"the image encoder's {self.embed_dim}")
         if text_sidecar.params.get("pair_id") != p.get("pair_id"):
             raise ModelInvalid(f"{text_sidecar.path} and {image_sidecar.path} come from different exports")
+        self.trim_after_eot = bool(text_sidecar.params.get("trim_after_eot", False))
         self.prompts = [prompt, *prompt_ensemble]
         for t in self.prompts:
             if "{}" not in t:
@@ -114,6 +115,8 @@ class ClipModel:
         ids = self._tok(texts)
         if ids.shape[0] == 0:
             return np.zeros((0, self.embed_dim), dtype=np.float32)
+        if self.trim_after_eot:  # causal text transformer: ids after the last end-of-text change nothing
+            ids = np.ascontiguousarray(ids[:, : int(np.nonzero(ids == self._tok.eot_id)[1].max()) + 1])
         (emb,) = self._txt.run(None, {"input_ids": ids})
         return l2_normalise(emb)
 

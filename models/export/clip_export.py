@@ -15,6 +15,7 @@ few-MB ViT for the test suite.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -51,6 +52,39 @@ def _register_tiny() -> None:
     folder = Path(tempfile.mkdtemp(prefix="clip-config-"))
     (folder / f"{TINY_ARCH}.json").write_text(json.dumps(TINY_CONFIG))
     open_clip.add_model_config(folder)
+
+
+def _use_length_agnostic_attention(model) -> bool:
+    """Swap the text transformer's ``nn.MultiheadAttention`` modules for the same maths written with
+    shape-agnostic reshapes (same weights: packed q/k/v projection, scaled dot-product attention with the
+    additive mask, output projection). torch's TorchScript exporter bakes the sequence length of
+    ``nn.MultiheadAttention``'s internal reshapes into the graph, which would pin the text input to 77
+    tokens. Returns False (nothing swapped) for attention layouts this does not cover."""
+    import torch
+    import torch.nn.functional as F
+
+    class Attention(torch.nn.Module):
+        def __init__(self, mha):
+            super().__init__()
+            self.mha = mha
+
+        def forward(self, q, k, v, need_weights=False, attn_mask=None):
+            m = self.mha
+            h, e = m.num_heads, m.embed_dim
+            qkv = F.linear(q, m.in_proj_weight, m.in_proj_bias)
+            qh, kh, vh = (t.reshape(t.shape[0], -1, h, e // h).transpose(1, 2) for t in qkv.chunk(3, dim=-1))
+            o = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=attn_mask)
+            return m.out_proj(o.transpose(1, 2).reshape(q.shape[0], -1, e)), None
+
+    blocks = list(getattr(getattr(model, "transformer", None), "resblocks", []))
+    ok = bool(blocks) and all(
+        isinstance(getattr(b, "attn", None), torch.nn.MultiheadAttention) and b.attn.batch_first
+        and b.attn._qkv_same_embed_dim and b.attn.bias_k is None and not b.attn.add_zero_attn
+        and not hasattr(b, "ln_1_kv") for b in blocks)
+    if ok:
+        for b in blocks:
+            b.attn = Attention(b.attn)
+    return ok
 
 
 def _reference_images(seed: int = 0) -> list[np.ndarray]:
@@ -117,8 +151,13 @@ def export_clip(out_dir: str | os.PathLike, *, arch: str = "ViT-B-32", pretraine
             return F.normalize(self.m.encode_image(pixel_values), dim=-1)
 
     class TextEncoder(torch.nn.Module):
-        """open_clip ``CLIP.encode_text`` (+ L2 normalisation) with the end-of-text position found by an
-        argmax over the ids cast to float32 (exact below 2**24): onnxruntime 1.16 has no int64 ArgMax."""
+        """open_clip ``CLIP.encode_text`` (+ L2 normalisation) for ids of any length L <= context length.
+
+        The end-of-text position is found by an argmax over the ids cast to float32 (exact below 2**24):
+        onnxruntime 1.16 has no int64 ArgMax. The positional embedding and the causal mask are sliced to
+        L: the transformer is causal and pools at the end-of-text token, so the robot may cut the ids
+        after the batch's last end-of-text token (a 12-token prompt costs about a quarter of 77 tokens).
+        """
 
         def __init__(self, m):
             super().__init__()
@@ -126,8 +165,9 @@ def export_clip(out_dir: str | os.PathLike, *, arch: str = "ViT-B-32", pretraine
 
         def forward(self, input_ids):
             m = self.m
-            x = m.token_embedding(input_ids) + m.positional_embedding
-            x = m.ln_final(m.transformer(x, attn_mask=m.attn_mask))
+            n = input_ids.shape[1]
+            x = m.token_embedding(input_ids) + m.positional_embedding[:n]
+            x = m.ln_final(m.transformer(x, attn_mask=m.attn_mask[:n, :n]))
             x = x[torch.arange(x.shape[0]), input_ids.to(torch.float32).argmax(dim=-1)]
             x = m.text_projection(x) if isinstance(m.text_projection, torch.nn.Linear) else x @ m.text_projection
             return F.normalize(x, dim=-1)
@@ -150,9 +190,17 @@ def export_clip(out_dir: str | os.PathLike, *, arch: str = "ViT-B-32", pretraine
     onnx_img = export_onnx(ImageEncoder(model), (pixels[:2],), out / "clip-image.onnx",
                            input_names=["pixel_values"], output_names=["image_embeds"],
                            dynamic_axes={"pixel_values": {0: "batch"}, "image_embeds": {0: "batch"}})
-    onnx_txt = export_onnx(TextEncoder(model), (ids[:2],), out / "clip-text.onnx",
+    text_model = copy.deepcopy(model)
+    trim = _use_length_agnostic_attention(text_model)
+    if trim:
+        with torch.no_grad():
+            short = int((ids == tokenizer.eot_token_id).nonzero()[:, 1].max()) + 1
+            assert_close("text encoder at the trimmed length vs open_clip encode_text",
+                         TextEncoder(text_model)(ids[:, :short]).numpy(), txt_ref, atol=atol)
+    onnx_txt = export_onnx(TextEncoder(text_model), (ids[:2],), out / "clip-text.onnx",
                            input_names=["input_ids"], output_names=["text_embeds"],
-                           dynamic_axes={"input_ids": {0: "batch"}, "text_embeds": {0: "batch"}})
+                           dynamic_axes={"input_ids": {0: "batch", 1: "tokens"} if trim else {0: "batch"},
+                                         "text_embeds": {0: "batch"}})
     d_img = assert_close("clip image encoder", ort_run(out / "clip-image.onnx", {"pixel_values": pixels.numpy()})[0],
                          img_ref, atol=atol)
     d_txt = assert_close("clip text encoder", ort_run(out / "clip-text.onnx", {"input_ids": ids.numpy()})[0],
@@ -181,10 +229,10 @@ def export_clip(out_dir: str | os.PathLike, *, arch: str = "ViT-B-32", pretraine
                           "pair_id": pair, "reference": "clip-reference.npz", "parity_max_abs": d_img},
                   extra_files=["clip-reference.npz"])
     write_sidecar(out / "clip-text.onnx", kind="clip-text", **common, onnx=onnx_txt,
-                  inputs=[io_spec("input_ids", ["batch", ctx], "int64")],
+                  inputs=[io_spec("input_ids", ["batch", "tokens" if trim else ctx], "int64")],
                   outputs=[io_spec("text_embeds", ["batch", embed_dim], "float32")],
                   params={"tokenizer": "clip-tokenizer.json", "tokenizer_kind": "open_clip-bpe",
-                          "text_clean": "lower", "context_length": ctx, "sot_id": int(tokenizer.sot_token_id),
+                          "text_clean": "lower", "context_length": ctx, "trim_after_eot": trim, "sot_id": int(tokenizer.sot_token_id),
                           "eot_id": int(tokenizer.eot_token_id), "embed_dim": embed_dim,
                           "logit_scale": logit_scale, "pair_id": pair, "reference": "clip-reference.npz",
                           "parity_max_abs": d_txt},

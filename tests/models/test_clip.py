@@ -78,6 +78,15 @@ def test_embeddings_are_normalised_batched_and_vary(clip):
     assert clip.encode_text([]).shape == (0, clip.embed_dim)
 
 
+def test_trimmed_text_pass_equals_the_full_77_token_pass(clip):
+    texts = ["a", "a glass building with a red door next to the white car near the fountain", "x " * 90]
+    ids = clip._tok(texts)
+    (full,) = clip._txt.run(None, {"input_ids": ids})  # all 77 positions
+    np.testing.assert_allclose(clip.encode_text(texts), full, atol=1e-5)
+    batch = clip.encode_text(texts)
+    np.testing.assert_allclose(batch, np.concatenate([clip.encode_text([t]) for t in texts]), atol=1e-5)
+
+
 def test_prompt_and_ensemble(clip_export_dir, clip):
     from robot_app.config import ModelsConfig
 
@@ -214,6 +223,7 @@ def test_sidecar_records_what_the_robot_needs(clip_export_dir):
     assert img.onnx["opset"] == 17 and img.onnx["ir_version"] <= 9
     assert set(img.params) >= {"image_size", "mean", "std", "embed_dim", "logit_scale"}
     assert txt.params["context_length"] == 77 and txt.params["tokenizer"] == "clip-tokenizer.json"
+    assert txt.params["trim_after_eot"] and txt.inputs[0]["shape"] == ["batch", "tokens"]
     assert img.params["pair_id"] == txt.params["pair_id"]
 
 
