@@ -210,6 +210,17 @@ class MissionConfig:
 
 
 @dataclass(frozen=True)
+class CameraConfig:
+    """The robot's camera (OpenCV capture). Frames are dropped, never queued, when consumers are slow."""
+
+    source: str = _opt("none", doc="'none', a V4L2 index ('0') or a device/file path ('/dev/video0')")
+    width: int = _opt(640, min=16, max=8192)
+    height: int = _opt(480, min=16, max=8192)
+    fps: float = _opt(15.0, min=0.5, max=240.0, doc="capture rate asked of the device")
+    jpeg_quality: int = _opt(85, min=10, max=100, doc="JPEG quality of recorded frames")
+
+
+@dataclass(frozen=True)
 class UiConfig:
     """Touchscreen web UI served by the process (kiosk browser on the robot's screen)."""
 
@@ -228,6 +239,7 @@ class Config:
     robot: RobotConfig = field(default_factory=RobotConfig)
     mapping: MappingConfig = field(default_factory=MappingConfig)
     mission: MissionConfig = field(default_factory=MissionConfig)
+    camera: CameraConfig = field(default_factory=CameraConfig)
     ui: UiConfig = field(default_factory=UiConfig)
     serial: SerialConfig = field(default_factory=SerialConfig)
     models: ModelsConfig = field(default_factory=ModelsConfig)

@@ -147,6 +147,14 @@ class App:
         from robot_app.mission import MissionExecutive
 
         self.mission = MissionExecutive(self)
+        from robot_app.recording import RecordingService
+
+        self.recording = RecordingService(self)
+        self.camera = None
+        if config.camera.source != "none":
+            from robot_app.camera import Camera
+
+            self.camera = Camera(config.camera)
         self.ui = None
         if config.ui.enabled:
             from robot_app.ui.server import UiServer, build_app
@@ -163,7 +171,10 @@ class App:
         out = {"mcu_link": bool(base is not None and base.connected),
                "estop_latched": bool(base is not None and base.estop_latched),
                "models": self.models, "components": {n: s.state for n, s in self.supervisor.states.items()},
-               "mission": self.mission.status(),
+               "mission": self.mission.status(), "recording": self.recording.status(),
+               "camera": None if self.camera is None else {
+                   "frames": self.camera.frames_read,
+                   "age_s": None if self.camera.latest is None else time.monotonic() - self.camera.latest.t_mono_s},
                "command": {"v_mps": self.command.v_mps, "omega_radps": self.command.omega_radps,
                            "source": self.command.source}}
         st = base.latest(BaseStatus, max_age_s=5.0) if base is not None else None
@@ -192,6 +203,8 @@ class App:
         for name, drv in self.drivers.items():
             self.supervisor.start(DriverComponent(name, drv))
         self.supervisor.start(self.control)
+        if self.camera is not None:
+            self.supervisor.start(self.camera)
         if self.ui is not None:
             self.supervisor.start(self.ui)
         reporter = StatusReporter(self)
@@ -210,6 +223,7 @@ class App:
     async def _shutdown(self) -> None:
         self.notifier.stopping()
         await self.mission.close()
+        await self.recording.close()  # finish the current log and map writes
         self.command = Command()
         if self.base is not None and self.base.connected:
             try:

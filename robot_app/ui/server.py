@@ -10,7 +10,10 @@ Endpoints (JSON unless noted):
 - ``POST /api/stop`` latch the e-stop (the big STOP); ``POST /api/release`` release it;
 - ``POST /api/route/plan`` ``{"instruction": str, "start": int | null}`` or ``{"goal": int, "start": ...}``
   (to a chosen node; works without CLIP) -> the plan to confirm;
-  ``POST /api/route/go`` ``{"plan_id": int}`` drive it.
+  ``POST /api/route/go`` ``{"plan_id": int}`` drive it;
+- ``POST /api/record/start`` ``{"name": str}`` / ``POST /api/record/stop``: record a drive;
+  ``POST /api/map/build`` ``{"logs": [str], "name": "current"}``: build a map from recorded drives;
+  ``GET /api/camera/latest`` the newest camera frame (JPEG).
 
 Binding: 127.0.0.1 by default. On any other address a token is required (the server refuses to start
 without one) and every POST must carry it in ``X-Robot-Token``. Inputs are validated here; no endpoint
@@ -157,7 +160,46 @@ def build_app(robot) -> web.Application:
             return _json_error(409, str(exc))
         return web.json_response(robot.status_dict())
 
+    async def record_start(request):
+        from robot_app.recording import RecordingError
+
+        body = await _body(request)
+        try:
+            await robot.recording.start(body.get("name"))
+        except RecordingError as exc:
+            return _json_error(409, str(exc))
+        return web.json_response(robot.status_dict())
+
+    async def record_stop(request):
+        from robot_app.recording import RecordingError
+
+        try:
+            out = await robot.recording.stop()
+        except RecordingError as exc:
+            return _json_error(409, str(exc))
+        return web.json_response(out)
+
+    async def map_build(request):
+        from robot_app.recording import RecordingError
+
+        body = await _body(request)
+        try:
+            await robot.recording.build(body.get("logs"), body.get("name", "current"))
+        except RecordingError as exc:
+            return _json_error(409, str(exc))
+        return web.json_response(robot.status_dict())
+
+    async def camera_frame(request):
+        cam = robot.camera
+        if cam is None or cam.latest is None:
+            return _json_error(404, "no camera frame")
+        return web.Response(body=cam.latest.jpeg, content_type="image/jpeg")
+
     app.router.add_get("/", index)
+    app.router.add_post("/api/record/start", record_start)
+    app.router.add_post("/api/record/stop", record_stop)
+    app.router.add_post("/api/map/build", map_build)
+    app.router.add_get("/api/camera/latest", camera_frame)
     app.router.add_static("/static/", STATIC, follow_symlinks=False)
     app.router.add_get("/api/status", status)
     app.router.add_get("/api/events", events)

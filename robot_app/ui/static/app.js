@@ -25,6 +25,9 @@ function showStatus(s) {
   if (s.mission.message) $("message").textContent = s.mission.message;
   $("go").disabled = !(plan && s.mission.state === "confirm");
   $("status-json").textContent = JSON.stringify(s, null, 2);
+  const r = s.recording;
+  $("rec-message").textContent = (r.recording ? `recording ${r.recording}: ${r.frames} frames. ` : "")
+    + (r.build.message || "");
 }
 
 function connect() {
@@ -119,6 +122,18 @@ $("stop").onclick = async () => {
 };
 $("release").onclick = async () => {
   try { showStatus(await post("/api/release")); } catch (e) { $("message").textContent = e.message; }
+};
+$("rec-start").onclick = async () => {
+  try { await post("/api/record/start", { name: $("log-name").value }); }
+  catch (e) { $("rec-message").textContent = e.message; }
+};
+$("rec-stop").onclick = async () => {
+  try { const r = await post("/api/record/stop"); $("rec-message").textContent = `saved ${r.log}: ${r.frames} frames`; }
+  catch (e) { $("rec-message").textContent = e.message; }
+};
+$("map-build").onclick = async () => {
+  try { await post("/api/map/build", { logs: [$("log-name").value], name: "current" }); }
+  catch (e) { $("rec-message").textContent = e.message; }
 };
 document.querySelectorAll(".tab").forEach((t) => t.onclick = () => {
   document.querySelectorAll(".tab, .screen").forEach((x) => x.classList.remove("active"));

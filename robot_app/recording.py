@@ -1,0 +1,151 @@
+"""Record-a-map from the running app: a recording session and the map-build job.
+
+While recording, camera frames (subsampled to the VNM's rate by :class:`robot_app.recorder.Recorder`),
+GPS fixes, IMU samples and the commanded velocity go into ``[paths] logs_dir/NAME``. Building runs
+:func:`robot_app.map_build.build_map` in a worker thread and writes ``[paths] maps_dir/NAME.sqlite``;
+the map named ``current`` is the one route jobs use by default. Names are plain words
+(``[A-Za-z0-9_-]``, at most 64): the operator never gives a path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class RecordingError(ValueError):
+    """A recording or build request that cannot be carried out (the message says why)."""
+
+
+def check_name(name) -> str:
+    if not isinstance(name, str) or not NAME.match(name):
+        raise RecordingError(f"name {name!r}: use 1 to 64 letters, digits, '-' or '_'")
+    return name
+
+
+class RecordingService:
+    def __init__(self, app):
+        self.app = app
+        self.recorder = None
+        self.name: str | None = None
+        self.build_state = "idle"       # idle, building, done, failed
+        self.build_report: dict | None = None
+        self.build_message = ""
+        self._task: asyncio.Task | None = None
+        self._build_task: asyncio.Task | None = None
+
+    @property
+    def logs_dir(self) -> Path:
+        return Path(self.app.config.paths.logs_dir)
+
+    @property
+    def maps_dir(self) -> Path:
+        return Path(self.app.config.paths.maps_dir)
+
+    async def start(self, name: str) -> None:
+        from robot_app.recorder import Recorder
+
+        check_name(name)
+        if self.recorder is not None:
+            raise RecordingError(f"already recording {self.name!r}: stop it first")
+        folder = self.logs_dir / name
+        try:
+            self.recorder = Recorder(folder, frame_rate_hz=self.app.config.mapping.frame_rate_hz,
+                                     metadata={"camera": self.app.config.camera.source})
+        except Exception as exc:  # noqa: BLE001 - e.g. read-only disk: tell the operator
+            raise RecordingError(f"cannot record into {folder}: {exc}") from exc
+        self.name = name
+        if self.app.camera is not None:
+            self.app.camera.subscribe(self._on_frame)
+        self._task = asyncio.ensure_future(self._pump())
+        log.info("recording into %s", folder)
+
+    def _on_frame(self, frame) -> None:
+        if self.recorder is not None:
+            self.recorder.on_frame(frame.t_mono_s, frame.jpeg)
+
+    async def _pump(self) -> None:
+        """Sensor readings and commands into the log."""
+        from firmware_bridge.readings import GpsFix, GpsNoFix, ImuReading
+
+        base = self.app.base
+        queue = base.subscribe(kinds=(GpsFix, GpsNoFix, ImuReading)) if base is not None else None
+        last_cmd = 0.0
+        while True:
+            try:
+                r = await asyncio.wait_for(queue.get(), 0.1) if queue is not None else None
+            except asyncio.TimeoutError:
+                r = None
+            rec = self.recorder
+            if rec is None:
+                return
+            if isinstance(r, GpsFix):
+                hacc = (r.covariance_enu_m2[0] + r.covariance_enu_m2[1]) ** 0.5 if r.covariance_enu_m2 else None
+                rec.on_fix(r.t_mono_s, r.latitude_deg, r.longitude_deg, quality=r.quality, hacc_m=hacc)
+            elif isinstance(r, GpsNoFix):
+                rec.on_fix(r.t_mono_s, None, None, quality=0)
+            elif isinstance(r, ImuReading) and r.angular_velocity_radps and r.linear_acceleration_mps2:
+                rec.on_imu(r.t_mono_s, r.linear_acceleration_mps2, r.angular_velocity_radps)
+            now = time.monotonic()
+            if now - last_cmd >= 0.1:
+                cmd = self.app.command
+                rec.on_cmd(now, cmd.v_mps, cmd.omega_radps)
+                last_cmd = now
+
+    async def stop(self) -> dict:
+        if self.recorder is None:
+            raise RecordingError("not recording")
+        if self.app.camera is not None:
+            self.app.camera.unsubscribe(self._on_frame)
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        rec, self.recorder = self.recorder, None
+        rec.close()
+        out = {"log": self.name, "frames": rec.frames_kept}
+        self.name = None
+        return out
+
+    async def build(self, logs: list, name: str = "current") -> None:
+        check_name(name)
+        if not isinstance(logs, list) or not logs:
+            raise RecordingError("give the names of one or more recorded drives")
+        folders = [self.logs_dir / check_name(n) for n in logs]
+        missing = [f.name for f in folders if not f.is_dir()]
+        if missing:
+            raise RecordingError(f"no recorded drive named {', '.join(missing)}")
+        if self.build_state == "building":
+            raise RecordingError("a map is being built already")
+        self.build_state, self.build_message, self.build_report = "building", f"building map {name!r}", None
+        self._build_task = asyncio.ensure_future(self._build(folders, name))
+
+    async def _build(self, folders, name: str) -> None:
+        from robot_app.map_build import build_map
+
+        out = self.maps_dir / f"{name}.sqlite"
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            rep = await asyncio.to_thread(build_map, folders, out, config=self.app.config, overwrite=True)
+            self.build_report = rep.as_dict()
+            self.build_state = "done"
+            self.build_message = f"map {name!r}: {rep.nodes} nodes, {rep.components} component(s)"
+        except Exception as exc:  # noqa: BLE001 - shown to the operator
+            log.exception("map build failed")
+            self.build_state, self.build_message = "failed", f"map build failed: {exc}"
+
+    async def close(self) -> None:
+        if self.recorder is not None:
+            await self.stop()
+        if self._build_task is not None and not self._build_task.done():
+            await asyncio.gather(self._build_task, return_exceptions=True)  # finish the map write
+
+    def status(self) -> dict:
+        return {"recording": self.name, "frames": self.recorder.frames_kept if self.recorder else None,
+                "build": {"state": self.build_state, "message": self.build_message, "report": self.build_report}}
