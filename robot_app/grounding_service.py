@@ -20,7 +20,7 @@ from robot_app.planning import PlanningError
 log = logging.getLogger(__name__)
 
 
-def parse_landmarks(text: str, *, config, parser: str | None = None) -> tuple[list[str], str]:
+def parse_landmarks(text: str, *, config, parser: str | None = None, llm=None) -> tuple[list[str], str]:
     """Ordered landmarks of ``text`` and the name of the parser that produced them.
 
     Raises
@@ -32,13 +32,14 @@ def parse_landmarks(text: str, *, config, parser: str | None = None) -> tuple[li
         raise PlanningError("--instruction: the instruction is empty")
     from robot_app.landmark_parsing import parse_instruction
 
-    landmarks, used = parse_instruction(text, config=config, parser=parser)
+    landmarks, used = parse_instruction(text, config=config, parser=parser, llm=llm)
     if not landmarks:
         raise PlanningError(f"--instruction: no landmark found in {text!r}")
     return landmarks, used
 
 
-def ground_instruction(text: str, topomap, *, config, parser: str | None = None) -> tuple[list[str], np.ndarray, dict]:
+def ground_instruction(text: str, topomap, *, config, parser: str | None = None,
+                       llm=None) -> tuple[list[str], np.ndarray, dict]:
     """Parse ``text`` and ground its landmarks in ``topomap`` with CLIP.
 
     Returns
@@ -53,7 +54,7 @@ def ground_instruction(text: str, topomap, *, config, parser: str | None = None)
         No landmark in the text, CLIP model not installed, or the map has no embeddings of the
         installed CLIP model.
     """
-    landmarks, used = parse_landmarks(text, config=config, parser=parser)
+    landmarks, used = parse_landmarks(text, config=config, parser=parser, llm=llm)
     log.info("landmarks from %s parser: %s", used, landmarks)
     from models.clip import ground_landmarks, open_clip_model
     from models.sidecar import ModelMissing

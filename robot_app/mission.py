@@ -88,7 +88,8 @@ class MissionExecutive:
                     logp[goal, 0] = 0.0
                     landmarks, info = [f"node {goal}"], None
                 else:
-                    landmarks, logp, info = ground_instruction(instruction, m, config=self.app.config)
+                    landmarks, logp, info = ground_instruction(instruction, m, config=self.app.config,
+                                                               llm=self.app.shared_llm())
                 planned = plan_on_map(m, landmarks, logp, start=s, alpha=self.app.config.planner.alpha,
                                       planner=self.app.config.planner.planner)
             except PlanningError as exc:

@@ -161,7 +161,28 @@ class App:
 
             build_app(self)  # refuse unsafe [ui] settings at start, not in the component's restart loop
             self.ui = UiServer(self)
+        import threading
+
+        self._llm = None
+        self._llm_failed = False
+        self._llm_lock = threading.Lock()
         self._stop = asyncio.Event()
+
+    def shared_llm(self):
+        """The one LLM of the process (llama.cpp in its worker process), opened on first use; None when
+        no model is installed or it cannot be opened (the rule-based parser then takes over)."""
+        if self._llm is None and not self._llm_failed and self.models.get("llm") == "installed":
+            with self._llm_lock:
+                if self._llm is None and not self._llm_failed:
+                    from models.llm import LlmError
+                    from robot_app.landmark_parsing import open_configured_llm
+
+                    try:
+                        self._llm = open_configured_llm(self.config)
+                    except LlmError as exc:
+                        self._llm_failed = True
+                        log.warning("LLM not usable (%s): rule-based landmark parser", exc)
+        return self._llm
 
     def status_dict(self) -> dict:
         """Everything the status screen shows, JSON-ready."""
@@ -224,6 +245,8 @@ class App:
         self.notifier.stopping()
         await self.mission.close()
         await self.recording.close()  # finish the current log and map writes
+        if self._llm is not None:
+            await asyncio.to_thread(self._llm.close)
         self.command = Command()
         if self.base is not None and self.base.connected:
             try:

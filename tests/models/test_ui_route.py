@@ -135,3 +135,31 @@ def test_commands_need_the_token_when_one_is_set(route_setup):
             await asyncio.wait_for(task, 10.0)
 
     asyncio.run(main_())
+
+
+def test_the_app_shares_one_llm_worker_for_landmark_parsing(tmp_path, route_setup):
+    pytest.importorskip("llama_cpp", reason="the `llm` extra (llama-cpp-python) is part of `dev`")
+    from models.llm import make_tiny_gguf
+
+    make_tiny_gguf(tmp_path / "models" / "llm.gguf", sidecar=True)
+    cfg = dataclasses.replace(route_setup, llm=dataclasses.replace(route_setup.llm, landmark_parser="auto"),
+                              serial=dataclasses.replace(route_setup.serial, base_port="/nonexistent/jackal"))
+
+    async def main_():
+        app = App(cfg)
+        assert app.models["llm"] == "installed"
+        task = asyncio.ensure_future(app.run())
+        try:
+            plans = []
+            for _ in range(2):
+                plans.append(await app.mission.plan_route("Go past the red house, then stop at the blue car.",
+                                                          start=0))
+                app.mission.state = "idle"
+            first = app.shared_llm()
+            assert first is not None and app.shared_llm() is first  # opened once, reused
+            assert all(p["grounding"]["parser"] == "llm" for p in plans)
+        finally:
+            app.request_stop()
+            await asyncio.wait_for(task, 15.0)
+
+    asyncio.run(main_())
