@@ -156,6 +156,18 @@ def walk_length(nodes: np.ndarray, indptr, indices, weights) -> float:
     return total
 
 
+def _validate_request(indptr, indices, weights, landmark_logp, start, alpha):
+    """All of a planner's arguments checked and converted (see :func:`plan_walk` for the errors)."""
+    indptr, indices, weights = validate_graph(indptr, indices, weights)
+    n = indptr.shape[0] - 1
+    return (indptr, indices, weights, _validate_logp(landmark_logp, n), _validate_start(start, n),
+            _validate_alpha(alpha))
+
+
+def _start_only(start: int) -> WalkResult:
+    return WalkResult(np.array([start], dtype=np.int64), np.zeros(0, dtype=np.int64), 0.0, 0.0)
+
+
 def _unreachable(start: int) -> WalkResult:
     return WalkResult(np.array([start], dtype=np.int64), np.zeros(0, dtype=np.int64),
                       float("-inf"), 0.0, PlanStatus.UNREACHABLE)
@@ -190,14 +202,11 @@ def plan_walk(indptr, indices, weights, landmark_logp, start, *, alpha: float = 
     """
     from core import _search_kernels as kern
 
-    indptr, indices, weights = validate_graph(indptr, indices, weights)
-    n = indptr.shape[0] - 1
-    logp = _validate_logp(landmark_logp, n)
-    start = _validate_start(start, n)
-    alpha = _validate_alpha(alpha)
+    indptr, indices, weights, logp, start, alpha = _validate_request(indptr, indices, weights, landmark_logp,
+                                                                     start, alpha)
     k = logp.shape[1]
     if k == 0:
-        return WalkResult(np.array([start], dtype=np.int64), np.zeros(0, dtype=np.int64), 0.0, 0.0)
+        return _start_only(start)
     delta, n_circ = _bucket_width(indices, weights, alpha, indptr)
     q_last, pred = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(start), alpha, delta, n_circ)
     end = int(np.argmax(q_last))
@@ -235,14 +244,11 @@ def plan_max_likelihood(indptr, indices, weights, landmark_logp, start, *,
 
     Returns / Raises: as :func:`plan_walk`; UNREACHABLE when a target node cannot be reached.
     """
-    indptr, indices, weights = validate_graph(indptr, indices, weights)
-    n = indptr.shape[0] - 1
-    logp = _validate_logp(landmark_logp, n)
-    start = _validate_start(start, n)
-    alpha = _validate_alpha(alpha)
+    indptr, indices, weights, logp, start, alpha = _validate_request(indptr, indices, weights, landmark_logp,
+                                                                     start, alpha)
     k = logp.shape[1]
     if k == 0:
-        return WalkResult(np.array([start], dtype=np.int64), np.zeros(0, dtype=np.int64), 0.0, 0.0)
+        return _start_only(start)
     targets = np.argmax(logp, axis=0)
     if not np.all(np.isfinite(logp[targets, np.arange(k)])):
         return _unreachable(start)
