@@ -43,11 +43,12 @@ def test_random_strings_tokenize_like_open_clip(clip):
 
 
 def test_preprocessing_equals_open_clip_transform(clip):
-    open_clip = pytest.importorskip("open_clip")
+    pytest.importorskip("open_clip")
+    from open_clip.transform import image_transform
     from PIL import Image
+
     from models.clip_preprocess import preprocess_images
 
-    from open_clip.transform import image_transform
     tf = image_transform(clip.image_size, is_train=False, mean=clip.mean, std=clip.std)
     imgs = _images()
     ours = preprocess_images(imgs, size=clip.image_size, mean=clip.mean, std=clip.std)
