@@ -2,8 +2,9 @@
 
 The operator (touchscreen) asks for a plan, sees the parsed landmarks and the node chosen for each,
 and only then presses Go. Planning (map loading, CLIP, the walk search) runs in a worker thread so the
-control loop never waits for it. Driving uses :class:`robot_app.navigator.GpsNavigator` (GPS mode).
-STOP latches the base's e-stop and ends any run; after a start the robot is idle.
+control loop never waits for it. Driving uses the VNM navigator (:mod:`robot_app.vnm_navigator`) when
+a VNM and a camera are installed and every walk node has an image, else the GPS navigator. STOP latches
+the base's e-stop and ends any run; after a start the robot is idle.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class MissionExecutive:
         self._ids = itertools.count(1)
         self._nav_task: asyncio.Task | None = None
         self._walk_latlon: tuple | None = None
+        self._walk_jpegs: list = []
 
     # -- map ------------------------------------------------------------------------------------------
     def map_path(self) -> Path:
@@ -98,6 +100,7 @@ class MissionExecutive:
             out.update(grounding=info, start=s, instruction=instruction, id=next(self._ids))
             walk = planned.result.nodes
             self._walk_latlon = (m.nodes.lat_deg[walk].copy(), m.nodes.lon_deg[walk].copy())
+            self._walk_jpegs = [(m.images(int(v)) or [None])[0] for v in walk]
         if out["status"] != "ok":
             raise MissionError("no walk from the start reaches all landmarks in order")
         return out
@@ -130,18 +133,25 @@ class MissionExecutive:
             raise MissionError("the robot base is not connected")
         if base.estop_latched:
             raise MissionError("the e-stop is latched: release it first")
-        from robot_app.navigator import GpsNavigator
-
         mc = self.app.config.mission
-        nav = GpsNavigator(self.app, max_v_mps=mc.max_v_mps, lookahead_m=mc.lookahead_m,
-                           goal_radius_m=mc.goal_radius_m)
-        self.state, self.message = "running", "driving the walk"
-        self.progress = {"started_mono_s": time.monotonic(), "walk_nodes": len(self.plan["nodes"])}
-        self._nav_task = asyncio.ensure_future(self._drive(nav))
+        vnm = self.app.vnm_model() if self.app.camera is not None else None
+        if vnm is not None and all(j is not None for j in self._walk_jpegs):
+            from robot_app.vnm_navigator import VnmNavigator
 
-    async def _drive(self, nav) -> None:
+            nav, args, mode = VnmNavigator(self.app, vnm, max_v_mps=mc.max_v_mps), (self._walk_jpegs,), "vnm"
+        else:
+            from robot_app.navigator import GpsNavigator
+
+            nav = GpsNavigator(self.app, max_v_mps=mc.max_v_mps, lookahead_m=mc.lookahead_m,
+                               goal_radius_m=mc.goal_radius_m)
+            args, mode = self._walk_latlon, "gps"
+        self.state, self.message = "running", f"driving the walk ({mode} mode)"
+        self.progress = {"started_mono_s": time.monotonic(), "walk_nodes": len(self.plan["nodes"]), "mode": mode}
+        self._nav_task = asyncio.ensure_future(self._drive(nav, args))
+
+    async def _drive(self, nav, args) -> None:
         try:
-            report = await nav.follow(*self._walk_latlon)
+            report = await nav.follow(*args)
             self.state = report.outcome
             self.message = f"walk {report.outcome}, {report.distance_to_goal_m:.1f} m from the goal"
             self.progress.update(walk_index=report.final_index, duration_s=report.duration_s)

@@ -165,6 +165,8 @@ class App:
 
         self._llm = None
         self._llm_failed = False
+        self._vnm = None
+        self._vnm_failed = False
         self._llm_lock = threading.Lock()
         self._stop = asyncio.Event()
 
@@ -183,6 +185,19 @@ class App:
                         self._llm_failed = True
                         log.warning("LLM not usable (%s): rule-based landmark parser", exc)
         return self._llm
+
+    def vnm_model(self):
+        """The VNM runtime, opened on first use; None when not installed or unusable (GPS mode)."""
+        if self._vnm is None and not self._vnm_failed and self.models.get("vnm") == "installed":
+            from models.sidecar import ModelError
+            from models.vnm import open_vnm
+
+            try:
+                self._vnm = open_vnm(self.config.paths.models_dir, config=self.config)
+            except ModelError as exc:
+                self._vnm_failed = True
+                log.warning("VNM not usable (%s): GPS navigation", exc)
+        return self._vnm
 
     def status_dict(self) -> dict:
         """Everything the status screen shows, JSON-ready."""

@@ -1,0 +1,64 @@
+"""VNM navigation loop on the simulated Jackal with a camera (a real video file through OpenCV) and a
+real (random-init, GNM-size) VNM export: the loop runs, commands stay within limits, the robot stops."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import shutil
+
+from firmware_bridge.sim.devices import SimulatedDevices
+from robot_app.config import Config
+from robot_app.service.app import App
+from robot_app.vnm_navigator import VnmNavigator
+
+from tests.robot_app.test_record_a_map import ORIGIN, write_video
+
+
+def test_vnm_loop_runs_within_limits_and_stops(tmp_path, vnm_export):
+    import cv2
+
+    models = tmp_path / "models"
+    shutil.copytree(vnm_export[0], models)
+    video = tmp_path / "cam.avi"
+    write_video(video, n=40)
+    cap = cv2.VideoCapture(str(video))
+    jpegs = []
+    for _ in range(6):
+        ok, img = cap.read()
+        jpegs.append(cv2.imencode(".jpg", img)[1].tobytes())
+    cap.release()
+    base = Config()
+    ports = tmp_path / "ports"
+    ports.mkdir()
+
+    async def main_():
+        async with SimulatedDevices(ports, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
+            cfg = dataclasses.replace(
+                base, serial=dataclasses.replace(base.serial, base_port=str(sim.ports["jackal"])),
+                paths=dataclasses.replace(base.paths, models_dir=str(models)),
+                camera=dataclasses.replace(base.camera, source=str(video), fps=15.0),
+                ui=dataclasses.replace(base.ui, enabled=False))
+            app = App(cfg)
+            assert app.models["vnm"] == "installed"
+            task = asyncio.ensure_future(app.run())
+            try:
+                await app.base.wait_connected(10.0)
+                vnm = app.vnm_model()
+                assert vnm is not None and app.vnm_model() is vnm
+                # random weights: force stepping (never lost, never close) and end by the time limit
+                nav = VnmNavigator(app, vnm, lost_steps=1e9, close_steps=-1.0, timeout_s=4.0)
+                report = await nav.follow(jpegs)
+                await asyncio.sleep(0.4)
+                after = sim.plant.state()
+            finally:
+                app.request_stop()
+                await asyncio.wait_for(task, 10.0)
+            return report, after, nav
+
+    report, after, nav = asyncio.run(main_())
+    assert report.outcome == "stuck" and len(report.trace) >= 4
+    for _, idx, sub, d, v, omega in report.trace:
+        assert 0 <= idx < 6 and idx <= sub <= idx + 1
+        assert 0.0 <= v <= nav.max_v_mps + 1e-9 and abs(omega) <= 4.0 + 1e-9
+    assert abs(after.v_mps) < 0.05
