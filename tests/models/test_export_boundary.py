@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 RUNTIME_MODULES = ["models.sidecar", "models.onnx_common", "models.clip", "models.clip_preprocess",
-                   "models.text_embed", "models.vnm"]
+                   "models.text_embed", "models.vnm", "models.bench", "robot_app.cli.models_cmd"]
 
 
 def test_runtime_path_imports_no_torch(clip_export_dir):
