@@ -221,6 +221,18 @@ class CameraConfig:
 
 
 @dataclass(frozen=True)
+class SafetyConfig:
+    """Safety envelope (robot_app.safety): autonomy stops while any of these holds."""
+
+    battery_floor_v: float = _opt(23.0, min=0.0, max=60.0, doc="Jackal 24 V pack: stop autonomy below this")
+    max_tilt_deg: float = _opt(25.0, min=1.0, max=90.0)
+    tilt_s: float = _opt(0.5, min=0.0, max=30.0, doc="how long the tilt must last (bumps are shorter)")
+    max_drive_current_a: float = _opt(40.0, min=0.1, max=500.0, doc="total drive current of a stalled wheel")
+    stall_s: float = _opt(1.0, min=0.0, max=30.0, doc="how long the current may stay above the limit")
+    geofence_margin_m: float = _opt(20.0, min=1.0, max=10000.0, doc="distance from the route map's nodes")
+
+
+@dataclass(frozen=True)
 class UiConfig:
     """Touchscreen web UI served by the process (kiosk browser on the robot's screen)."""
 
@@ -240,6 +252,7 @@ class Config:
     mapping: MappingConfig = field(default_factory=MappingConfig)
     mission: MissionConfig = field(default_factory=MissionConfig)
     camera: CameraConfig = field(default_factory=CameraConfig)
+    safety: SafetyConfig = field(default_factory=SafetyConfig)
     ui: UiConfig = field(default_factory=UiConfig)
     serial: SerialConfig = field(default_factory=SerialConfig)
     models: ModelsConfig = field(default_factory=ModelsConfig)

@@ -99,6 +99,7 @@ class MissionExecutive:
             out = planned.describe(m)
             out.update(grounding=info, start=s, instruction=instruction, id=next(self._ids))
             walk = planned.result.nodes
+            self.app.safety.set_geofence(m.nodes.lat_deg, m.nodes.lon_deg)
             self._walk_latlon = (m.nodes.lat_deg[walk].copy(), m.nodes.lon_deg[walk].copy())
             self._walk_jpegs = [(m.images(int(v)) or [None])[0] for v in walk]
         if out["status"] != "ok":
@@ -133,6 +134,8 @@ class MissionExecutive:
             raise MissionError("the robot base is not connected")
         if base.estop_latched:
             raise MissionError("the e-stop is latched: release it first")
+        if self.app.fault is not None:
+            raise MissionError(f"cannot drive: {self.app.fault.message}")
         mc = self.app.config.mission
         vnm = self.app.vnm_model() if self.app.camera is not None else None
         if vnm is not None and all(j is not None for j in self._walk_jpegs):
@@ -173,6 +176,15 @@ class MissionExecutive:
             self._nav_task.cancel()
             self.disengagements += 1
         self.state, self.message = "stopped", reason
+
+    def abort(self, reason: str) -> None:
+        """End a running route without latching the e-stop (a safety fault; commands go to zero)."""
+        from robot_app.service.app import Command
+
+        self.app.command = Command()
+        if self._nav_task is not None and not self._nav_task.done():
+            self._nav_task.cancel()
+            self.state, self.message = "stopped", reason
 
     def release_stop(self) -> None:
         if self.app.base is None:

@@ -89,6 +89,13 @@ class ControlLoop:
             cmd = self.app.command
             fresh = now - cmd.t_mono_s <= robot.cmd_timeout_s
             base = self.app.base
+            fault = self.app.safety.check(base, now=now)
+            if (fault and fault.kind) != (self.app.fault and self.app.fault.kind):
+                self.app.on_fault(fault)
+            elif fault is not None:
+                self.app.fault = fault  # same kind, fresh figures for the screen
+            if fault is not None:
+                fresh = False
             if base is not None and base.connected and not base.estop_latched:
                 base.set_velocity(cmd.v_mps if fresh else 0.0, cmd.omega_radps if fresh else 0.0)
             self.heartbeat_mono_s = now
@@ -148,6 +155,10 @@ class App:
 
         self.mission = MissionExecutive(self)
         from robot_app.recording import RecordingService
+        from robot_app.safety import SafetyMonitor
+
+        self.safety = SafetyMonitor(config.safety)
+        self.fault = None
 
         self.recording = RecordingService(self)
         self.camera = None
@@ -169,6 +180,15 @@ class App:
         self._vnm_failed = False
         self._llm_lock = threading.Lock()
         self._stop = asyncio.Event()
+
+    def on_fault(self, fault) -> None:
+        """A safety fault appeared (or cleared): a running route ends; commands are zero meanwhile."""
+        self.fault = fault
+        if fault is None:
+            log.info("safety: clear")
+            return
+        log.warning("safety: %s", fault.message)
+        self.mission.abort(f"safety: {fault.message}")
 
     def shared_llm(self):
         """The one LLM of the process (llama.cpp in its worker process), opened on first use; None when
@@ -208,6 +228,7 @@ class App:
                "estop_latched": bool(base is not None and base.estop_latched),
                "models": self.models, "components": {n: s.state for n, s in self.supervisor.states.items()},
                "mission": self.mission.status(), "recording": self.recording.status(),
+               "safety": None if self.fault is None else {"kind": self.fault.kind, "message": self.fault.message},
                "camera": None if self.camera is None else {
                    "frames": self.camera.frames_read,
                    "age_s": None if self.camera.latest is None else time.monotonic() - self.camera.latest.t_mono_s},

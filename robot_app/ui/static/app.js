@@ -23,6 +23,7 @@ function showStatus(s) {
   pill($("st-mode"), s.mission.state, s.mission.state === "running" ? "ok" : "");
   $("st-mode").dataset.state = s.mission.state;
   if (s.mission.message) $("message").textContent = s.mission.message;
+  if (s.safety) { pill($("st-mode"), "SAFETY: " + s.safety.kind, "bad"); $("message").textContent = s.safety.message; }
   $("go").disabled = !(plan && s.mission.state === "confirm");
   $("status-json").textContent = JSON.stringify(s, null, 2);
   const r = s.recording;
