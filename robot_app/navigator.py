@@ -130,7 +130,7 @@ class GpsNavigator:
         loc = WindowLocaliser(walk, window=4, hysteresis_m=0.3, max_distance_m=15.0)
         t0 = time.monotonic()
         best_goal_d, best_t = math.inf, t0
-        trace: list = []
+        self.trace = trace = []  # kept on the navigator so a cancelled run still has it
         outcome = "cancelled"
         try:
             while True:

@@ -63,7 +63,7 @@ class VnmNavigator:
         period = 1.0 / vnm.frame_rate_hz
         idx, lost, last_frame = 0, 0, None
         t0 = time.monotonic()
-        trace: list = []
+        self.trace = trace = []  # kept on the navigator so a cancelled run still has it
         outcome, best_d = "cancelled", float("inf")
         try:
             while True:
