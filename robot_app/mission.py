@@ -153,6 +153,7 @@ class MissionExecutive:
         self._nav_task = asyncio.ensure_future(self._drive(nav, args))
 
     async def _drive(self, nav, args) -> None:
+        disengaged_before = self.disengagements
         try:
             report = await nav.follow(*args)
             self.state = report.outcome
@@ -164,6 +165,30 @@ class MissionExecutive:
         except Exception as exc:  # noqa: BLE001
             log.exception("navigator failed")
             self.state, self.message = "error", f"navigation failed: {exc}"
+        finally:
+            self._record_run(nav, self.disengagements - disengaged_before)
+
+    def _record_run(self, nav, disengagements: int) -> None:
+        """Write what was planned and what happened to ``[paths] logs_dir/runs/`` (for the paper's metrics
+        and later analysis). Written to a temporary name and renamed: never a half file."""
+        import json
+        import os
+
+        runs = Path(self.app.config.paths.logs_dir) / "runs"
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        record = {"utc": stamp, "plan": self.plan, "mode": self.progress.get("mode"),
+                  "outcome": self.state, "message": self.message, "disengagements": disengagements,
+                  "duration_s": time.monotonic() - self.progress.get("started_mono_s", time.monotonic()),
+                  "trace": [list(map(float, row)) for row in getattr(nav, "trace", [])]}
+        try:
+            runs.mkdir(parents=True, exist_ok=True)
+            path = runs / f"run-{stamp}-{self.plan['id'] if self.plan else 0}.json"
+            tmp = path.with_suffix(".json.partial")
+            tmp.write_text(json.dumps(record, default=str))
+            os.replace(tmp, path)
+            self.progress["record"] = str(path)
+        except OSError as exc:  # a full disk must not stop the robot: say it
+            log.error("could not write the run record: %s", exc)
 
     def stop(self, reason: str = "operator STOP") -> None:
         """Latch the base e-stop, end any run; effective at the next drive tick (20 ms at 50 Hz)."""
@@ -173,8 +198,8 @@ class MissionExecutive:
         if self.app.base is not None:
             self.app.base.estop(reason)
         if self._nav_task is not None and not self._nav_task.done():
-            self._nav_task.cancel()
             self.disengagements += 1
+            self._nav_task.cancel()
         self.state, self.message = "stopped", reason
 
     def abort(self, reason: str) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import shutil
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -30,7 +32,7 @@ def route_setup(tmp_path, clip_export_dir, capsys):
     capsys.readouterr()
     base = Config()
     return dataclasses.replace(
-        base, paths=dataclasses.replace(base.paths, models_dir=str(models)),
+        base, paths=dataclasses.replace(base.paths, models_dir=str(models), logs_dir=str(tmp_path / "logs")),
         mission=dataclasses.replace(base.mission, map_file=str(tmp_path / "m.map"), max_v_mps=0.8),
         ui=dataclasses.replace(base.ui, port=0), llm=dataclasses.replace(base.llm, landmark_parser="rules"))
 
@@ -87,7 +89,11 @@ def test_plan_confirm_drive_and_stop_through_the_api(tmp_path, route_setup):
                     assert st["estop_latched"] and st["mission"]["state"] == "stopped"
                     await asyncio.sleep(0.6)
                     assert abs(sim.plant.state().v_mps) < 0.05  # motion ended
-                    assert (await (await http.get(url + "/api/status")).json())["mission"]["disengagements"] == 1
+                    st = await (await http.get(url + "/api/status")).json()
+                    assert st["mission"]["disengagements"] == 1
+                    record = json.loads(Path(st["mission"]["progress"]["record"]).read_text())
+                    assert record["outcome"] == "stopped" and record["disengagements"] == 1
+                    assert record["plan"]["nodes"] == plan["nodes"] and len(record["trace"]) > 0
                     r = await http.post(url + "/api/release")
                     assert r.status == 200 and not (await r.json())["estop_latched"]
                     # bad input is refused, not run
