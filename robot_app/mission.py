@@ -37,6 +37,7 @@ class MissionExecutive:
         self._nav_task: asyncio.Task | None = None
         self._walk_latlon: tuple | None = None
         self._walk_jpegs: list = []
+        self.max_replans = 2
 
     # -- map ------------------------------------------------------------------------------------------
     def map_path(self) -> Path:
@@ -156,6 +157,19 @@ class MissionExecutive:
         disengaged_before = self.disengagements
         try:
             report = await nav.follow(*args)
+            while report.outcome in ("lost", "stuck") and self.progress.get("replans", 0) < self.max_replans:
+                # stop, re-localise on the map from the GPS fix and re-plan to the landmarks not yet reached
+                self.progress["replans"] = self.progress.get("replans", 0) + 1
+                self.message = f"walk {report.outcome}: re-localising and re-planning"
+                remaining = [lm["node"] for lm in self.plan["landmarks"] if lm["position"] > report.final_index]
+                remaining = remaining or [self.plan["nodes"][-1]]
+                try:
+                    walk = await asyncio.to_thread(self.replan_from_here, remaining)
+                except MissionError as exc:
+                    self.message = f"walk {report.outcome}; re-planning failed: {exc}"
+                    break
+                args = walk if self.progress.get("mode") == "gps" else (self._walk_jpegs,)
+                report = await nav.follow(*args)
             self.state = report.outcome
             self.message = f"walk {report.outcome}, {report.distance_to_goal_m:.1f} m from the goal"
             self.progress.update(walk_index=report.final_index, duration_s=report.duration_s)
@@ -167,6 +181,26 @@ class MissionExecutive:
             self.state, self.message = "error", f"navigation failed: {exc}"
         finally:
             self._record_run(nav, self.disengagements - disengaged_before)
+
+    def replan_from_here(self, targets: list[int]) -> tuple:
+        """A new walk from the node nearest the GPS fix through ``targets`` (node ids, in order).
+
+        Returns the walk's (lat_deg, lon_deg) arrays and updates the stored walk images. Raises
+        :class:`MissionError` without a fix near the map or when the targets cannot be reached.
+        """
+        from core.search import plan_walk
+
+        with self.open_map() as m:
+            start = self._start_node(m, None)
+            logp = np.full((len(m.nodes), len(targets)), -np.inf)
+            logp[np.asarray(targets), np.arange(len(targets))] = 0.0
+            r = plan_walk(*m.csr(), logp, start, alpha=self.app.config.planner.alpha)
+            if not r.ok:
+                raise MissionError("the remaining landmarks cannot be reached from here")
+            self._walk_latlon = (m.nodes.lat_deg[r.nodes].copy(), m.nodes.lon_deg[r.nodes].copy())
+            self._walk_jpegs = [(m.images(int(v)) or [None])[0] for v in r.nodes]
+            self.progress["replanned_walk"] = r.nodes.tolist()
+        return self._walk_latlon
 
     def _record_run(self, nav, disengagements: int) -> None:
         """Write what was planned and what happened to ``[paths] logs_dir/runs/`` (for the paper's metrics

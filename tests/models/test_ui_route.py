@@ -94,6 +94,11 @@ def test_plan_confirm_drive_and_stop_through_the_api(tmp_path, route_setup):
                     record = json.loads(Path(st["mission"]["progress"]["record"]).read_text())
                     assert record["outcome"] == "stopped" and record["disengagements"] == 1
                     assert record["plan"]["nodes"] == plan["nodes"] and len(record["trace"]) > 0
+                    # re-localise and re-plan from where the robot is now (what a lost/stuck run does)
+                    lat, lon = await asyncio.to_thread(app.mission.replan_from_here, [n_nodes - 1])
+                    replanned = app.mission.progress["replanned_walk"]
+                    assert replanned[-1] == n_nodes - 1 and len(lat) == len(replanned)
+                    assert 0 <= replanned[0] <= 3  # the node nearest the robot, a few metres along the drive
                     r = await http.post(url + "/api/release")
                     assert r.status == 200 and not (await r.json())["estop_latched"]
                     # bad input is refused, not run
