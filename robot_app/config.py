@@ -218,6 +218,11 @@ class CameraConfig:
     height: int = _opt(480, min=16, max=8192)
     fps: float = _opt(15.0, min=0.5, max=240.0, doc="capture rate asked of the device")
     jpeg_quality: int = _opt(85, min=10, max=100, doc="JPEG quality of recorded frames")
+    fisheye_k: list[float] = _opt([], doc="fisheye intrinsics [fx, fy, cx, cy] in pixels of the raw frame "
+                                          "(cv2.fisheye model); empty = frames are not rectified")
+    fisheye_d: list[float] = _opt([], doc="fisheye distortion [k1, k2, k3, k4]")
+    clip_crops: int = _opt(1, min=1, max=8, doc="square crops across the rectified frame that CLIP embeds per node "
+                                               "(1 = the centre crop; more cover a wide view)")
 
 
 @dataclass(frozen=True)

@@ -298,7 +298,8 @@ def build_map(log_dirs: Sequence[str | Path], out: str | Path, *, config, models
     with MapWriter.create(out, metadata=meta, overwrite=overwrite) as writer:
         writer.add_nodes(timestamp_s=nodes.t_s, lat_deg=nodes.lat_deg, lon_deg=nodes.lon_deg,
                          heading_rad=nodes.heading_rad)
-        _write_images(writer, logs, nodes, clip, progress=progress, batch=max(mc.clip_batch, 256 if clip is None else 1))
+        _write_images(writer, logs, nodes, clip, progress=progress,
+                      batch=max(mc.clip_batch, 256 if clip is None else 1), camera=config.camera)
         for k in ("temporal", "vnm", "gps"):
             sel = kind == k
             if sel.any():
@@ -311,8 +312,17 @@ def build_map(log_dirs: Sequence[str | Path], out: str | Path, *, config, models
     return report
 
 
-def _write_images(writer, logs, nodes: BuildNodes, clip, *, progress: bool, batch: int) -> None:
-    """Copy each node's frame into the map (one transaction per batch), with CLIP embeddings if installed."""
+def _write_images(writer, logs, nodes: BuildNodes, clip, *, progress: bool, batch: int, camera=None) -> None:
+    """Copy each node's frame into the map (one transaction per batch), with CLIP embeddings if installed.
+
+    Without rectification and with one crop, CLIP embeds the raw frame (its own preprocessing takes the
+    centre square) and the embedding sits on the raw image. Otherwise the CLIP views of
+    :func:`robot_app.image_prep.clip_views` (crops of the rectified frame) are stored as extra images
+    of the node (``camera = "front/clip-crop-K"``), each with its embedding; the raw frame is kept as is.
+    """
+    from robot_app.image_prep import clip_views
+
+    plain = camera is None or (not camera.fisheye_k and camera.clip_crops == 1)
     n = nodes.t_s.size
     with _progress_bar(n, "node images", progress, unit="node") as bar:
         for li, tl in enumerate(logs):
@@ -320,6 +330,23 @@ def _write_images(writer, logs, nodes: BuildNodes, clip, *, progress: bool, batc
             for s in range(0, mine.size, batch):
                 idx = mine[s:s + batch]
                 jpegs = tl.frame_jpeg(tl.frame_id[nodes.frame_index[idx]])
-                emb = {clip.model_id: clip.encode_images([decode_jpeg(j) for j in jpegs])} if clip is not None else None
-                writer.add_images(idx.tolist(), jpegs, embeddings=emb)
+                if clip is None or plain:
+                    emb = {clip.model_id: clip.encode_images([decode_jpeg(j) for j in jpegs])} if clip else None
+                    writer.add_images(idx.tolist(), jpegs, embeddings=emb)
+                else:
+                    writer.add_images(idx.tolist(), jpegs)
+                    views = [clip_views(decode_jpeg(j), camera) for j in jpegs]
+                    for k in range(camera.clip_crops):
+                        crops = [v[k] for v in views]
+                        writer.add_images(idx.tolist(), [encode_jpeg(c) for c in crops], camera=f"front/clip-crop-{k}",
+                                          embeddings={clip.model_id: clip.encode_images(crops)})
                 bar.update(idx.size)
+
+
+def encode_jpeg(rgb: np.ndarray, quality: int = 90) -> bytes:
+    """(H, W, 3) uint8 RGB -> JPEG bytes."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, format="JPEG", quality=quality)
+    return buf.getvalue()
