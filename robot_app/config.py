@@ -226,6 +226,20 @@ class CameraConfig:
 
 
 @dataclass(frozen=True)
+class SimConfig:
+    """Simulated world (robot_app.sim, extra ``sim``): used by ``[camera] source = "sim"`` and
+    ``robot-app sim devices --world``; frames take [camera] width/height/fps/jpeg_quality."""
+
+    world: str = _opt("campus", doc="shipped world name (campus, industrial) or a world .toml file")
+    seed: int = _opt(0, min=0, max=2**31 - 1, doc="seed of GPS noise and camera sensor noise")
+    gps_noise_m: float = _opt(1.0, min=0.0, max=50.0, doc="GPS horizontal error (Gauss-Markov bias + white), m")
+    hfov_deg: float = _opt(90.0, min=10.0, max=170.0, doc="horizontal field of view of the sim camera")
+    camera_height_m: float = _opt(0.5, min=0.05, max=5.0, doc="sim camera height above the ground")
+    image_noise: float = _opt(2.0, min=0.0, max=50.0, doc="std of the sim camera's pixel noise, 0-255 units")
+    robot_radius_m: float = _opt(0.33, min=0.05, max=3.0, doc="collision radius (Jackal half-diagonal 0.33 m)")
+
+
+@dataclass(frozen=True)
 class SafetyConfig:
     """Safety envelope (robot_app.safety): autonomy stops while any of these holds."""
 
@@ -248,6 +262,45 @@ class UiConfig:
 
 
 @dataclass(frozen=True)
+class TeleopConfig:
+    """Gamepad teleoperation (robot_app.teleop, Linux evdev). Axis codes are evdev ABS_* numbers;
+    defaults fit a PS4-style pad (hid-sony / hid-playstation driver)."""
+
+    device: str = _opt("", doc="evdev device path (/dev/input/by-id/...-event-joystick); empty = no teleop")
+    deadman_button: int = _opt(310, min=0, max=767, doc="evdev key code held to drive (310 = BTN_TL, L1)")
+    turbo_button: int = _opt(311, min=0, max=767, doc="evdev key code for the fast speed limits (311 = BTN_TR, R1)")
+    linear_axis: int = _opt(1, min=0, max=63, doc="evdev ABS code for forward speed (1 = ABS_Y, left stick)")
+    angular_axis: int = _opt(3, min=0, max=63, doc="evdev ABS code for turning (3 = ABS_RX, right stick)")
+    invert_linear: bool = _opt(True, doc="stick up reads negative on Linux pads: invert for forward")
+    invert_angular: bool = _opt(True, doc="stick right reads positive: invert for clockwise (REP-103)")
+    deadzone: float = _opt(0.1, min=0.0, max=0.9, doc="fraction of the axis range read as zero")
+    max_v_mps: float = _opt(0.5, min=0.0, max=5.0, doc="speed at full stick (clipped to [robot] max_v_mps)")
+    max_omega_radps: float = _opt(1.0, min=0.0, max=10.0, doc="turn rate at full stick (clipped to [robot])")
+    turbo_v_mps: float = _opt(1.5, min=0.0, max=5.0, doc="speed at full stick with the turbo button held")
+    turbo_omega_radps: float = _opt(2.0, min=0.0, max=10.0, doc="turn rate at full stick with turbo held")
+    rate_hz: float = _opt(20.0, min=1.0, max=200.0, doc="command refresh while the deadman is held")
+
+
+@dataclass(frozen=True)
+class EstimationConfig:
+    """State estimation (robot_app.state_estimation): AHRS (ahrs) + EKF (filterpy) of (x, y, yaw, v) in UTM."""
+
+    enabled: bool = _opt(True, doc="run the estimator component and publish app.pose")
+    ahrs_gain: float = _opt(0.033, min=0.0, max=10.0, doc="Madgwick filter gain beta (ahrs.filters.Madgwick)")
+    mag_calibration_file: str = _opt("/var/lib/robot-app/mag_calibration.json",
+                                     doc="written by `robot-app imu calibrate-mag`; missing = no magnetometer")
+    declination_deg: float = _opt(0.0, min=-180.0, max=180.0, doc="magnetic declination, east positive")
+    gps_sigma_floor_m: float = _opt(0.5, min=0.01, max=100.0, doc="smallest GPS position std dev used")
+    mag_yaw_sigma_deg: float = _opt(10.0, min=0.1, max=180.0, doc="std dev of the magnetometer heading")
+    course_sigma_deg: float = _opt(10.0, min=0.1, max=180.0, doc="std dev of the GPS course over ground")
+    course_min_speed_mps: float = _opt(0.3, min=0.0, max=10.0, doc="GPS course used above this speed only")
+    odom_sigma_mps: float = _opt(0.05, min=0.001, max=10.0, doc="std dev of wheel-odometry speed")
+    accel_sigma_mps2: float = _opt(1.0, min=0.001, max=100.0, doc="process noise: forward acceleration")
+    yaw_rate_sigma_radps: float = _opt(0.02, min=0.0001, max=10.0, doc="process noise: gyro yaw rate")
+    max_gps_age_s: float = _opt(2.0, min=0.1, max=60.0, doc="pose older than this after its last GPS is not published")
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration; ``source`` is the file it came from (None for built-in defaults)."""
 
@@ -263,6 +316,9 @@ class Config:
     models: ModelsConfig = field(default_factory=ModelsConfig)
     lasp: LaspConfig = field(default_factory=LaspConfig)
     llm: LlmConfig = field(default_factory=LlmConfig)
+    sim: SimConfig = field(default_factory=SimConfig)
+    teleop: TeleopConfig = field(default_factory=TeleopConfig)
+    estimation: EstimationConfig = field(default_factory=EstimationConfig)
     source: str | None = None
 
 

@@ -1,0 +1,164 @@
+"""State estimation: magnetometer calibration fit, and the AHRS + EKF estimate against the simulated plant."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import time
+
+import numpy as np
+import pytest
+import utm
+
+from firmware_bridge.sim.devices import SimulatedDevices
+from robot_app.config import Config, ConfigError, config_from_mapping
+from robot_app.service.app import App, Command
+from robot_app.state_estimation import (EstimatorComponent, MagCalibration, MagCalibrationError,
+                                        fit_planar_mag_calibration, wrap_angle)
+from robot_app.synthetic_logs import enu_to_latlon
+
+ORIGIN = (52.5148, 13.4643)
+
+
+def _ring(n=200, *, offset=(3e-6, -5e-6), soft=((1.3, 0.2), (0.2, 0.8)), span_deg=360.0, seed=0):
+    rng = np.random.default_rng(seed)
+    ang = np.radians(np.linspace(0.0, span_deg, n, endpoint=False))
+    true = np.column_stack([2e-5 * np.cos(ang), 2e-5 * np.sin(ang)])
+    raw = true @ np.asarray(soft).T + np.asarray(offset)
+    raw += rng.normal(0.0, 5e-8, raw.shape)
+    return np.column_stack([raw, np.full(n, -4.4e-5)]), true
+
+
+def test_planar_fit_recovers_hard_and_soft_iron():
+    raw, true = _ring()
+    cal = fit_planar_mag_calibration(raw)
+    assert np.allclose(cal.offset[:2], (3e-6, -5e-6), atol=2e-7)
+    corrected = np.array([cal.apply(m) for m in raw])
+    r = np.hypot(corrected[:, 0], corrected[:, 1])
+    assert r.std() / r.mean() < 0.01  # a circle after correction
+    # headings are preserved up to one common rotation (soft iron symmetric: none at all)
+    d = np.array([wrap_angle(a - b) for a, b in zip(np.arctan2(corrected[:, 1], corrected[:, 0]),
+                                                     np.arctan2(true[:, 1], true[:, 0]))])
+    assert np.abs(d - d.mean()).max() < math.radians(1.0)
+    assert cal.coverage_deg > 350 and np.allclose(corrected[:, 2], -4.4e-5)
+
+
+def test_planar_fit_refuses_bad_samples():
+    raw, _ = _ring(span_deg=120.0)
+    with pytest.raises(MagCalibrationError, match="span"):
+        fit_planar_mag_calibration(raw)
+    with pytest.raises(MagCalibrationError, match="at least 20"):
+        fit_planar_mag_calibration(np.zeros((5, 3)))
+    bad = _ring()[0]
+    bad[3, 1] = np.nan
+    with pytest.raises(MagCalibrationError, match="NaN"):
+        fit_planar_mag_calibration(bad)
+
+
+def test_calibration_file_round_trip_and_bad_file(tmp_path):
+    cal = fit_planar_mag_calibration(_ring()[0])
+    p = tmp_path / "sub" / "mag.json"
+    cal.save(p)
+    back = MagCalibration.load(p)
+    assert np.allclose(back.offset, cal.offset) and np.allclose(back.matrix, cal.matrix)
+    (tmp_path / "bad.json").write_text('{"offset_t": [1, 2], "matrix": []}')
+    with pytest.raises(MagCalibrationError, match="bad.json"):
+        MagCalibration.load(tmp_path / "bad.json")
+
+
+@pytest.mark.parametrize("table, key", [({"ahrs_gain": -1.0}, "ahrs_gain"),
+                                        ({"gps_sigma_floor_m": 0.0}, "gps_sigma_floor_m"),
+                                        ({"declination_deg": "east"}, "declination_deg"),
+                                        ({"enabled": 1}, "enabled"), ({"kalman": 1}, "kalman")])
+def test_bad_estimation_config_is_refused(table, key):
+    with pytest.raises(ConfigError, match=rf"\[estimation\] {key}"):
+        config_from_mapping({"estimation": table}, origin="cfg.toml")
+
+
+def _truth_utm(st, zone):
+    lat, lon = enu_to_latlon(np.array([(st.x_m, st.y_m)]), anchor=ORIGIN)
+    e, n, _, _ = utm.from_latlon(lat[0], lon[0], force_zone_number=zone[0], force_zone_letter=zone[1])
+    return float(e), float(n)
+
+
+async def _with_app(tmp_path, body, *, mag_file=""):
+    async with SimulatedDevices(tmp_path, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
+        base = Config()
+        cfg = dataclasses.replace(
+            base, serial=dataclasses.replace(base.serial, base_port=str(sim.ports["jackal"])),
+            paths=dataclasses.replace(base.paths, models_dir=str(tmp_path / "none")),
+            ui=dataclasses.replace(base.ui, enabled=False),
+            estimation=dataclasses.replace(base.estimation, mag_calibration_file=mag_file))
+        app = App(cfg)
+        task = asyncio.ensure_future(app.run())
+        try:
+            await app.base.wait_connected(10.0)
+            comp = EstimatorComponent(app)
+            app.supervisor.start(comp)
+            return await body(app, sim, comp)
+        finally:
+            app.request_stop()
+            await asyncio.wait_for(task, 10.0)
+
+
+async def _drive(app, v, omega, seconds):
+    t_end = time.monotonic() + seconds
+    while time.monotonic() < t_end:
+        app.command = Command(v, omega, time.monotonic(), "test")
+        await asyncio.sleep(0.05)
+
+
+def _errors(app, sim):
+    pose, st = app.pose, sim.plant.state()
+    e, n = _truth_utm(st, pose.utm_zone)
+    return math.hypot(pose.x_m - e, pose.y_m - n), abs(wrap_angle(pose.yaw_rad - st.yaw_rad)), pose, st
+
+
+def test_estimate_tracks_the_simulated_robot_over_a_short_drive(tmp_path):
+    """GPS course + gyro + wheel odometry (no magnetometer calibration): within 0.5 m and 5 deg."""
+    async def body(app, sim, comp):
+        for _ in range(50):
+            if getattr(app, "pose", None) is not None:
+                break
+            await asyncio.sleep(0.1)
+        assert app.pose is not None and not app.pose.yaw_known  # position from GPS, heading unknown
+        samples = []
+        for v, w, s in ((1.0, 0.0, 2.0), (0.8, 0.6, 2.5), (1.0, -0.4, 2.0)):
+            await _drive(app, v, w, s)
+            samples.append(_errors(app, sim))
+        await _drive(app, 0.0, 0.0, 0.5)
+        samples.append(_errors(app, sim))
+        return samples
+
+    samples = asyncio.run(_with_app(tmp_path, body))
+    for pos_err, yaw_err, pose, st in samples:
+        assert pose.yaw_known
+        assert pos_err < 0.5, (pos_err, pose, st)
+        assert yaw_err < math.radians(5.0), (math.degrees(yaw_err), pose, st)
+    assert abs(samples[-1][2].v_mps) < 0.05  # standing still at the end
+    cov = np.array(samples[-1][2].covariance).reshape(4, 4)
+    assert np.all(np.linalg.eigvalsh(cov) > 0)
+
+
+def test_calibrated_magnetometer_gives_the_heading_at_rest(tmp_path):
+    """With a calibration file the heading is known before the robot moves, and follows a turn in place."""
+    ident = MagCalibration((0.0, 0.0, 0.0), ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)))
+    ident.save(tmp_path / "mag.json")
+
+    async def body(app, sim, comp):
+        for _ in range(50):
+            if getattr(app, "pose", None) is not None and app.pose.yaw_known:
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)  # let the AHRS settle on the magnetometer
+        at_rest = _errors(app, sim)
+        await _drive(app, 0.0, 0.8, 2.0)
+        await _drive(app, 0.0, 0.0, 0.5)
+        return at_rest, _errors(app, sim)
+
+    at_rest, turned = asyncio.run(_with_app(tmp_path, body, mag_file=str(tmp_path / "mag.json")))
+    assert at_rest[2].yaw_known and at_rest[1] < math.radians(5.0), math.degrees(at_rest[1])
+    assert abs(turned[3].yaw_rad) > 1.0  # the plant really turned
+    assert turned[1] < math.radians(5.0), math.degrees(turned[1])
+    assert turned[0] < 0.5
