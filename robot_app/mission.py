@@ -231,6 +231,9 @@ class MissionExecutive:
         self.app.command = Command()
         if self.app.base is not None:
             self.app.base.estop(reason)
+        tasks = getattr(self.app, "tasks", None)
+        if tasks is not None:
+            tasks.stop()
         if self._nav_task is not None and not self._nav_task.done():
             self.disengagements += 1
             self._nav_task.cancel()

@@ -161,6 +161,9 @@ class App:
         self.fault = None
 
         self.recording = RecordingService(self)
+        from robot_app.task_jobs import TaskJobs
+
+        self.tasks = TaskJobs(self)
         self.camera = None
         if config.camera.source != "none":
             from robot_app.camera import Camera
@@ -228,6 +231,7 @@ class App:
                "estop_latched": bool(base is not None and base.estop_latched),
                "models": self.models, "components": {n: s.state for n, s in self.supervisor.states.items()},
                "mission": self.mission.status(), "recording": self.recording.status(),
+               "task": self.tasks.status(),
                "safety": None if self.fault is None else {"kind": self.fault.kind, "message": self.fault.message},
                "camera": None if self.camera is None else {
                    "frames": self.camera.frames_read,
@@ -279,6 +283,7 @@ class App:
 
     async def _shutdown(self) -> None:
         self.notifier.stopping()
+        await self.tasks.close()
         await self.mission.close()
         await self.recording.close()  # finish the current log and map writes
         if self._llm is not None:

@@ -13,7 +13,9 @@ Endpoints (JSON unless noted):
   ``POST /api/route/go`` ``{"plan_id": int}`` drive it;
 - ``POST /api/record/start`` ``{"name": str}`` / ``POST /api/record/stop``: record a drive;
   ``POST /api/map/build`` ``{"logs": [str], "name": "current"}``: build a map from recorded drives;
-  ``GET /api/camera/latest`` the newest camera frame (JPEG).
+  ``GET /api/camera/latest`` the newest camera frame (JPEG);
+- ``POST /api/task/run`` ``{"goal": PDDL}`` a LASP task job; ``POST /api/task/answer``
+  ``{"id": int, "done": bool, "observation": str}`` answers the robot's question; ``POST /api/task/stop``.
 
 Binding: 127.0.0.1 by default. On any other address a token is required (the server refuses to start
 without one) and every POST must carry it in ``X-Robot-Token``. Inputs are validated here; no endpoint
@@ -195,7 +197,37 @@ def build_app(robot) -> web.Application:
             return _json_error(404, "no camera frame")
         return web.Response(body=cam.latest.jpeg, content_type="image/jpeg")
 
+    async def task_run(request):
+        from robot_app.task_jobs import TaskError
+
+        body = await _body(request)
+        try:
+            await robot.tasks.start(body.get("goal"))
+        except TaskError as exc:
+            return _json_error(409, str(exc))
+        return web.json_response(robot.status_dict())
+
+    async def task_answer(request):
+        from robot_app.task_jobs import TaskError
+
+        body = await _body(request)
+        qid, done, obs = body.get("id"), body.get("done"), body.get("observation", "")
+        if not isinstance(qid, int) or isinstance(qid, bool) or not isinstance(done, bool):
+            return _json_error(400, "id must be an integer and done true or false")
+        try:
+            robot.tasks.answer(qid, done, obs)
+        except TaskError as exc:
+            return _json_error(409, str(exc))
+        return web.json_response(robot.status_dict())
+
+    async def task_stop(request):
+        robot.tasks.stop()
+        return web.json_response(robot.status_dict())
+
     app.router.add_get("/", index)
+    app.router.add_post("/api/task/run", task_run)
+    app.router.add_post("/api/task/answer", task_answer)
+    app.router.add_post("/api/task/stop", task_stop)
     app.router.add_post("/api/record/start", record_start)
     app.router.add_post("/api/record/stop", record_stop)
     app.router.add_post("/api/map/build", map_build)

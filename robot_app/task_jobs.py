@@ -1,0 +1,277 @@
+"""Task jobs: a PDDL goal in the robot's own domain, planned and repaired with LASP, executed on the robot.
+
+The robot's domain and problem come from ``[mission] task_domain`` / ``task_problem`` (default: the
+shipped Jackal jobs domain); the operator gives the goal (PDDL) on the touchscreen. LASP (Algorithm 1,
+:func:`core.lasp.loop.run_lasp`) runs in a worker thread against :class:`RobotTaskEnvironment`:
+
+- ``navigate ?r ?from ?to`` drives a route job to the map node of ``?to`` (``[mission] places``,
+  ``"name=node"`` entries); a walk that ends lost, stuck or stopped is a failed action and its message
+  the observation the diagnoser reads;
+- ``inspect ?r ?p`` keeps the current camera frame as the inspection photo;
+- every other action (open a gate, load, unload, charge...) is asked of the operator on the screen,
+  who answers done, or not done with what was observed in words;
+- the robot reports its battery charge (percent, from the MCU's battery voltage) as a property.
+
+Learned knowledge is shown in the trace; the job's status carries the whole trace for the screen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+JACKAL_DIR = Path(__file__).resolve().parent / "data" / "lasp" / "jackal"
+BATTERY_EMPTY_V, BATTERY_FULL_V = 23.0, 29.0  # Jackal 24 V lead/LiFePO4 pack, linear approximation
+
+
+class TaskError(ValueError):
+    """A task request that cannot run as given (bad goal, unknown place, busy)."""
+
+
+@dataclass
+class Question:
+    """Something the robot cannot do itself: the operator answers on the screen."""
+
+    id: int
+    text: str
+    done: bool | None = None
+    observation: str = ""
+    answered: threading.Event = field(default_factory=threading.Event)
+
+
+def replace_goal(problem_text: str, goal_pddl: str) -> str:
+    """``problem_text`` with its ``(:goal ...)`` replaced by ``(:goal GOAL)``.
+
+    Raises :class:`TaskError` when the problem has no goal section or the goal's parentheses do not balance.
+    """
+    depth = 0
+    for ch in goal_pddl:
+        depth += (ch == "(") - (ch == ")")
+        if depth < 0:
+            break
+    if depth != 0 or not goal_pddl.strip().startswith("("):
+        raise TaskError(f"goal: not one balanced PDDL expression: {goal_pddl!r}")
+    start = problem_text.find("(:goal")
+    if start < 0:
+        raise TaskError("the task problem has no (:goal ...) section")
+    depth, end = 0, None
+    for i in range(start, len(problem_text)):
+        depth += (problem_text[i] == "(") - (problem_text[i] == ")")
+        if depth == 0:
+            end = i + 1
+            break
+    if end is None:
+        raise TaskError("the task problem's (:goal ...) section does not close")
+    return problem_text[:start] + f"(:goal {goal_pddl.strip()})" + problem_text[end:]
+
+
+class RobotTaskEnvironment:
+    """LASP's environment interface, backed by the running app (called from the LASP worker thread)."""
+
+    def __init__(self, jobs: "TaskJobs", task, places: dict[str, int]):
+        self.jobs = jobs
+        self.app = jobs.app
+        self.task = task
+        self.places = places
+        self.state = task.initial_state()
+
+    def _run(self, coro, timeout_s: float):
+        return asyncio.run_coroutine_threadsafe(coro, self.jobs.loop).result(timeout_s)
+
+    def execute(self, step):
+        from core.lasp.environment import Outcome
+        from core.lasp.model import describe_name
+
+        if self.jobs.cancelled.is_set():
+            return Outcome(False, step, "The operator stopped the task.")
+        if step.name == "navigate" and len(step.args) == 3:
+            node = self.places.get(step.args[2])
+            if node is None:
+                return Outcome(False, step, f"The robot does not know where {describe_name(step.args[2])} is on "
+                                            "its map.")
+            state, message = self._run(self.jobs.route_to(node), self.jobs.route_timeout_s)
+            if state != "reached":
+                return Outcome(False, step, f"The robot could not get from {describe_name(step.args[1])} to "
+                                            f"{describe_name(step.args[2])}: {message}.")
+        elif step.name == "inspect":
+            cam = self.app.camera
+            if cam is not None and cam.latest is not None:
+                self.jobs.photos.append({"place": step.args[-1], "t_mono_s": cam.latest.t_mono_s})
+        else:
+            q = self.jobs.ask(f"Please {describe_name(step.name)}: {' '.join(step.args)}. Press Done when it is "
+                              "done, or describe what went wrong.")
+            if not q.done:
+                return Outcome(False, step, q.observation or f"The operator could not {describe_name(step.name)}.")
+        try:
+            self.state = self.task.apply(step.name, step.args, self.state)
+        except Exception as exc:  # noqa: BLE001 - the robot's model cannot follow: say so, do not crash
+            log.warning("task model cannot apply %s: %s", step, exc)
+        return Outcome(True, step)
+
+    def goal_reached(self) -> bool:
+        return self.task.goal_holds(self.state)
+
+    def properties(self) -> list:
+        from core.lasp.environment import PropertyInfo
+
+        return [PropertyInfo("battery", True, ("robot",), "the robot's battery charge, percent")]
+
+    def value(self, name: str, args):
+        from firmware_bridge.readings import BaseStatus
+
+        if name != "battery" or self.app.base is None:
+            return None
+        st = self.app.base.latest(BaseStatus, max_age_s=10.0)
+        if st is None:
+            return None
+        return round(100.0 * min(1.0, max(0.0, (st.battery_v - BATTERY_EMPTY_V) / (BATTERY_FULL_V - BATTERY_EMPTY_V))))
+
+    def objects(self) -> dict:
+        return {o.name: o.type.name for o in self.task.problem.all_objects}
+
+    def describe_object(self, name: str) -> str:
+        from core.lasp.model import describe_name
+
+        return describe_name(name)
+
+
+class TaskJobs:
+    """One task job at a time; status, trace and the operator's pending question for the screen."""
+
+    route_timeout_s = 900.0
+    question_timeout_s = 600.0
+
+    def __init__(self, app):
+        self.app = app
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.state = "idle"          # idle, running, succeeded, failed, error
+        self.message = ""
+        self.result: dict | None = None
+        self.question: Question | None = None
+        self.photos: list = []
+        self.cancelled = threading.Event()
+        self._ids = itertools.count(1)
+        self._task: asyncio.Task | None = None
+
+    def places(self) -> dict[str, int]:
+        out = {}
+        for entry in self.app.config.mission.places:
+            name, _, node = entry.partition("=")
+            try:
+                out[name.strip()] = int(node)
+            except ValueError:
+                raise TaskError(f"[mission] places: {entry!r} is not 'name=node'") from None
+        return out
+
+    def ask(self, text: str) -> Question:
+        """Post a question to the operator and wait for the answer (called from the worker thread)."""
+        q = Question(next(self._ids), text)
+        self.question = q
+        if not q.answered.wait(self.question_timeout_s) or self.cancelled.is_set():
+            q.done, q.observation = False, q.observation or "No answer from the operator."
+        self.question = None
+        return q
+
+    def answer(self, question_id: int, done: bool, observation: str = "") -> None:
+        q = self.question
+        if q is None or q.id != question_id:
+            raise TaskError("no such question is waiting")
+        if not isinstance(observation, str) or len(observation) > 500:
+            raise TaskError("the observation must be text of at most 500 characters")
+        q.done, q.observation = bool(done), observation
+        q.answered.set()
+
+    async def route_to(self, node: int) -> tuple[str, str]:
+        mission = self.app.mission
+        from robot_app.mission import MissionError
+
+        try:
+            plan = await mission.plan_route(None, goal=node)
+            if len(plan["nodes"]) == 1:
+                mission.state = "reached"
+                return "reached", "already there"
+            await mission.go(plan["id"])
+        except MissionError as exc:
+            return "error", str(exc)
+        while mission.state == "running":
+            await asyncio.sleep(0.2)
+        return mission.state, mission.message
+
+    async def start(self, goal_pddl: str) -> None:
+        from core.lasp.model import PddlError, Task
+
+        if self.state == "running":
+            raise TaskError("a task is running: stop it first")
+        if not isinstance(goal_pddl, str) or not goal_pddl.strip() or len(goal_pddl) > 2000:
+            raise TaskError("the goal must be PDDL text of at most 2000 characters")
+        mc = self.app.config.mission
+        domain = Path(mc.task_domain) if mc.task_domain else JACKAL_DIR / "robot_domain.pddl"
+        problem = Path(mc.task_problem) if mc.task_problem else JACKAL_DIR / "robot_patrol.pddl"
+        try:
+            text = replace_goal(problem.read_text(encoding="utf-8"), goal_pddl)
+            task = Task.from_pddl(domain.read_text(encoding="utf-8"), text, where=str(problem))
+        except (OSError, PddlError) as exc:
+            raise TaskError(f"the task cannot be read: {exc}") from exc
+        places = self.places()
+        self.loop = asyncio.get_running_loop()
+        self.cancelled.clear()
+        self.state, self.message, self.result, self.photos = "running", f"planning {goal_pddl.strip()}", None, []
+        self._task = asyncio.ensure_future(self._run(task, places))
+
+    async def _run(self, task, places) -> None:
+        from core.lasp.loop import run_lasp
+
+        from robot_app.cli.lasp_cmd import _loop_config, make_similarity
+
+        env = RobotTaskEnvironment(self, task, places)
+        try:
+            diagnoser = await asyncio.to_thread(self._diagnoser, make_similarity)
+            t0 = time.monotonic()
+            res = await asyncio.to_thread(run_lasp, task, env, diagnoser, _loop_config(self.app.config))
+            self.result = res.as_dict()
+            self.state = "succeeded" if res.success else "failed"
+            self.message = (f"task {'done' if res.success else 'not done'} in {time.monotonic() - t0:.0f} s: "
+                            f"{res.replans} replans, {len(res.learned)} things learned"
+                            + (f" ({res.reason})" if res.reason else ""))
+        except Exception as exc:  # noqa: BLE001 - shown to the operator; the robot is stopped
+            log.exception("task job failed")
+            self.state, self.message = "error", f"task failed: {exc}"
+
+    def _diagnoser(self, make_similarity):
+        from core.lasp.diagnosis import OfflineDiagnoser
+
+        sim, _ = make_similarity(self.app.config)
+        llm = self.app.shared_llm()
+        if llm is not None:
+            from models.lasp_llm import LlmDiagnoser
+
+            return LlmDiagnoser(llm, similarity=sim, max_tokens=self.app.config.lasp.llm_max_tokens,
+                                timeout_s=self.app.config.llm.timeout_s)
+        return OfflineDiagnoser(sim)
+
+    def stop(self) -> None:
+        self.cancelled.set()
+        q = self.question
+        if q is not None:
+            q.done, q.observation = False, "The operator stopped the task."
+            q.answered.set()
+
+    async def close(self) -> None:
+        self.stop()
+        if self._task is not None and not self._task.done():
+            await asyncio.wait([self._task], timeout=5.0)
+
+    def status(self) -> dict:
+        q = self.question
+        trace = (self.result or {}).get("trace", [])
+        return {"state": self.state, "message": self.message,
+                "question": None if q is None else {"id": q.id, "text": q.text},
+                "plan": (self.result or {}).get("plan"), "learned": (self.result or {}).get("learned"),
+                "trace": trace[-40:], "photos": len(self.photos)}

@@ -1,0 +1,92 @@
+"""LASP task jobs in the running app on the simulated Jackal: navigate through route jobs, operator
+questions for manipulation, the goal text check."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import aiohttp
+import pytest
+
+from firmware_bridge.sim.devices import SimulatedDevices
+from robot_app.cli import main
+from robot_app.config import Config
+from robot_app.service.app import App
+from robot_app.synthetic_logs import write_synthetic_log
+from robot_app.task_jobs import TaskError, replace_goal
+
+ORIGIN = (52.5148, 13.4643)
+
+
+def test_replace_goal():
+    text = "(define (problem p) (:domain d) (:objects a - t) (:init) (:goal (and (x a) (y a))))"
+    assert replace_goal(text, "(z a)").endswith("(:goal (z a)))")
+    with pytest.raises(TaskError, match="balanced"):
+        replace_goal(text, "(z a")
+    with pytest.raises(TaskError, match="no \\(:goal"):
+        replace_goal("(define (problem p))", "(z a)")
+
+
+@pytest.fixture
+def task_app_config(tmp_path, capsys):
+    write_synthetic_log(tmp_path / "log", [(0, 0), (9, 0)], seed=3, anchor=ORIGIN)
+    conf = tmp_path / "c.toml"
+    conf.write_text(f'[paths]\nmodels_dir = "{tmp_path / "none"}"\n')
+    assert main(["--config", str(conf), "map", "build", str(tmp_path / "log"), "--out", str(tmp_path / "m.map")]) == 0
+    capsys.readouterr()
+    base = Config()
+    return dataclasses.replace(
+        base, paths=dataclasses.replace(base.paths, models_dir=str(tmp_path / "none"), logs_dir=str(tmp_path / "logs")),
+        mission=dataclasses.replace(base.mission, map_file=str(tmp_path / "m.map"), max_v_mps=1.5, goal_radius_m=0.8,
+                                    places=["depot=0", "yard=3", "site-b=2", "site-c=1"]),
+        ui=dataclasses.replace(base.ui, port=0))
+
+
+async def _wait(http, url, pred, timeout_s):
+    for _ in range(int(timeout_s * 10)):
+        st = await (await http.get(url + "/api/status")).json()
+        if pred(st):
+            return st
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out; last status task={st['task']} mission={st['mission']}")
+
+
+def test_task_job_drives_inspects_and_asks_the_operator(tmp_path, task_app_config):
+    async def main_():
+        ports = tmp_path / "ports"
+        ports.mkdir()
+        async with SimulatedDevices(ports, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
+            cfg = dataclasses.replace(task_app_config, serial=dataclasses.replace(
+                task_app_config.serial, base_port=str(sim.ports["jackal"])))
+            app = App(cfg)
+            task = asyncio.ensure_future(app.run())
+            try:
+                await app.base.wait_connected(10.0)
+                while not app.ui.port:
+                    await asyncio.sleep(0.05)
+                url = f"http://127.0.0.1:{app.ui.port}"
+                async with aiohttp.ClientSession() as http:
+                    await _wait(http, url, lambda s: s["gps"] is not None, 10)
+                    assert (await http.post(url + "/api/task/run", json={"goal": "(inspected yard"})).status == 409
+                    r = await http.post(url + "/api/task/run", json={"goal": "(and (inspected yard) (at jackal depot))"})
+                    assert r.status == 200
+                    st = await _wait(http, url, lambda s: s["task"]["state"] != "running", 90)
+                    assert st["task"]["state"] == "succeeded", st["task"]
+                    assert st["task"]["plan"] == ["(navigate jackal depot yard)", "(inspect jackal yard)",
+                                                  "(navigate jackal yard depot)"]
+                    # loading is the operator's job: the robot asks and waits for the answer
+                    r = await http.post(url + "/api/task/run", json={"goal": "(carrying jackal parcel-1)"})
+                    assert r.status == 200
+                    st = await _wait(http, url, lambda s: s["task"]["question"] is not None, 30)
+                    q = st["task"]["question"]
+                    assert "load" in q["text"] and "parcel-1" in q["text"]
+                    assert (await http.post(url + "/api/task/answer", json={"id": q["id"], "done": "yes"})).status == 400
+                    assert (await http.post(url + "/api/task/answer", json={"id": q["id"], "done": True})).status == 200
+                    st = await _wait(http, url, lambda s: s["task"]["state"] != "running", 30)
+                    assert st["task"]["state"] == "succeeded", st["task"]
+            finally:
+                app.request_stop()
+                await asyncio.wait_for(task, 15.0)
+
+    asyncio.run(main_())
