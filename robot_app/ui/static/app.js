@@ -26,6 +26,12 @@ function showStatus(s) {
   if (s.safety) { pill($("st-mode"), "SAFETY: " + s.safety.kind, "bad"); $("message").textContent = s.safety.message; }
   $("go").disabled = !(plan && s.mission.state === "confirm");
   $("status-json").textContent = JSON.stringify(s, null, 2);
+  const t = s.task;
+  $("task-message").textContent = t.message || "";
+  $("task-question").hidden = !t.question;
+  if (t.question) { $("task-question-text").textContent = t.question.text; $("task-question").dataset.id = t.question.id; }
+  $("task-plan").innerHTML = "";
+  (t.plan || []).forEach((step) => { const li = document.createElement("li"); li.textContent = step; $("task-plan").append(li); });
   const r = s.recording;
   $("rec-message").textContent = (r.recording ? `recording ${r.recording}: ${r.frames} frames. ` : "")
     + (r.build.message || "");
@@ -124,6 +130,20 @@ $("stop").onclick = async () => {
 $("release").onclick = async () => {
   try { showStatus(await post("/api/release")); } catch (e) { $("message").textContent = e.message; }
 };
+$("task-run").onclick = async () => {
+  try { await post("/api/task/run", { goal: $("task-goal").value }); }
+  catch (e) { $("task-message").textContent = e.message; }
+};
+$("task-stop").onclick = async () => { try { await post("/api/task/stop"); } catch (e) { $("task-message").textContent = e.message; } };
+async function answer(done) {
+  try {
+    await post("/api/task/answer", { id: Number($("task-question").dataset.id), done,
+                                     observation: $("task-observation").value });
+    $("task-observation").value = "";
+  } catch (e) { $("task-message").textContent = e.message; }
+}
+$("task-done").onclick = () => answer(true);
+$("task-failed").onclick = () => answer(false);
 $("rec-start").onclick = async () => {
   try { await post("/api/record/start", { name: $("log-name").value }); }
   catch (e) { $("rec-message").textContent = e.message; }
