@@ -48,6 +48,8 @@ def test_operator_plans_drives_and_stops_from_the_touchscreen(tmp_path, route_se
                     browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
                     try:
                         page = await browser.new_page(viewport={"width": 1280, "height": 800})
+                        errors = []
+                        page.on("pageerror", lambda exc: errors.append(str(exc)))
                         await page.goto(url)
                         await page.wait_for_function("document.getElementById('st-link').textContent === 'MCU link'")
                         await page.wait_for_function("document.getElementById('st-gps').textContent.startsWith('GPS')")
@@ -88,6 +90,12 @@ def test_operator_plans_drives_and_stops_from_the_touchscreen(tmp_path, route_se
                         await page.screenshot(path=str(ARTIFACTS / "stopped-800x480.png"))
                         box = await page.locator("#stop").bounding_box()
                         assert box["width"] >= 100 and box["height"] >= 56  # finger-sized at 800x480
+                        for screen in ("task", "record", "status"):
+                            await page.click(f'.tab[data-screen="{screen}"]')
+                            assert await page.is_visible(f"#screen-{screen}")
+                        await page.click('.tab[data-screen="task"]')
+                        await page.screenshot(path=str(ARTIFACTS / "task-800x480.png"))
+                        assert not errors, errors
                     finally:
                         await browser.close()
             finally:
