@@ -217,7 +217,8 @@ class MissionConfig:
 class CameraConfig:
     """The robot's camera (OpenCV capture). Frames are dropped, never queued, when consumers are slow."""
 
-    source: str = _opt("none", doc="'none', a V4L2 index ('0') or a device/file path ('/dev/video0')")
+    source: str = _opt("none", doc="'none', a V4L2 index ('0'), a device/file path ('/dev/video0'), "
+                                   "or 'sim' (rendered from the simulated world, [sim])")
     width: int = _opt(640, min=16, max=8192)
     height: int = _opt(480, min=16, max=8192)
     fps: float = _opt(15.0, min=0.5, max=240.0, doc="capture rate asked of the device")

@@ -18,13 +18,15 @@ def register(sub, groups) -> None:
                     "the port names; connect the app (or a serial terminal) to them as to a robot. "
                     "Runs until interrupted or --duration has passed.")
     p.add_argument("--world", default="kinematic",
-                   help="plant that moves the robot: 'kinematic' (default), or MODULE:FUNCTION returning a "
-                        "firmware_bridge.sim.plant.Plant given the config (e.g. a simulated world)")
+                   help="plant that moves the robot: 'kinematic' (default), a simulated world (a shipped "
+                        "world's name such as 'campus', or a world .toml file; extra 'sim'), or "
+                        "MODULE:FUNCTION returning a firmware_bridge.sim.plant.Plant given the config")
     p.add_argument("--dir", default=None, help="directory for the port links (default: a new temporary directory)")
     p.add_argument("--gps-log", default=None, help="NMEA log for the separate GPS receiver to replay (looped)")
     p.add_argument("--no-gps", action="store_true", help="no separate GPS receiver (NMEA still comes via the MCU)")
     p.add_argument("--no-imu", action="store_true", help="no separate Microstrain IMU")
-    p.add_argument("--origin", default="52.5148,13.4643", help="lat,lon (degrees) of the plant's origin")
+    p.add_argument("--origin", default=None,
+                   help="lat,lon (degrees) of the plant's origin (default: the world's GPS anchor, else 52.5148,13.4643)")
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--json", action="store_true", help="print the port names as one JSON object")
     p.add_argument("--drive-log", metavar="FILE", default=None,
@@ -65,6 +67,18 @@ def _make_plant(world: str, config):
     if world == "kinematic":
         return KinematicPlant(wheel_radius_m=config.robot.wheel_radius_m,
                               wheel_separation_m=config.robot.wheel_separation_m)
+    if ":" not in world:  # a simulated world: shipped name or .toml file
+        import dataclasses
+
+        try:
+            from robot_app.sim.camera import world_plant_from_config
+            from robot_app.sim.world import WorldError
+
+            return world_plant_from_config(dataclasses.replace(config, sim=dataclasses.replace(config.sim, world=world)))
+        except ImportError as exc:
+            raise UsageError(f"--world {world}: the simulated world needs the 'sim' extra ({exc})") from exc
+        except (WorldError, ValueError) as exc:
+            raise UsageError(f"--world {world}: {exc}") from exc
     module, _, func = world.partition(":")
     if not module or not func:
         raise UsageError(f"--world: unknown world {world!r} (known: {', '.join(WORLDS)}, or MODULE:FUNCTION)")
@@ -88,7 +102,8 @@ def _devices(args, config) -> int:
     from robot_app.cli import UsageError
 
     plant = _make_plant(args.world, config)
-    origin = _parse_origin(args.origin)
+    world = getattr(plant, "world", None)
+    origin = _parse_origin(args.origin) if args.origin else tuple(getattr(world, "anchor_latlon", (52.5148, 13.4643)))
     lines = None
     if args.gps_log:
         try:
@@ -101,6 +116,8 @@ def _devices(args, config) -> int:
     async def run(directory: str) -> None:
         async with SimulatedDevices(directory, plant=plant, gps=not args.no_gps, gps_lines=lines,
                                     imu=not args.no_imu, origin_latlon=origin) as sims:
+            if callable(getattr(plant, "attach", None)):  # a world plant: GPS noise and dropout zones
+                plant.attach(sims, gps_noise_m=config.sim.gps_noise_m, seed=config.sim.seed)
             if drive_log is not None:
                 sims.mcu.drive_sink = lambda t, m: (drive_log.write(json.dumps(
                     {"t_mono_s": t, "mode": m.mode, "left": m.left, "right": m.right}) + "\n"), drive_log.flush())

@@ -165,7 +165,11 @@ class App:
 
         self.tasks = TaskJobs(self)
         self.camera = None
-        if config.camera.source != "none":
+        if config.camera.source == "sim":  # rendered from the simulated world's robot pose (extra sim)
+            from robot_app.sim.camera import SimCamera
+
+            self.camera = SimCamera(config.camera, sim=config.sim)
+        elif config.camera.source != "none":
             from robot_app.camera import Camera
 
             self.camera = Camera(config.camera)

@@ -1,0 +1,32 @@
+"""The simulated Jackal world (extra ``sim``): world files, rendering, the world plant, the sim camera.
+
+- :mod:`robot_app.sim.world`: the world file format, the landmark catalogue, loading and validation.
+- :mod:`robot_app.sim.render`: first-person frames with pybullet's CPU TinyRenderer (headless).
+- :mod:`robot_app.sim.plant`: :class:`WorldPlant`, the bridge simulators' plant with collisions and GPS
+  effects (noise, dropout zones).
+- :mod:`robot_app.sim.camera`: :class:`SimCamera`, the app's ``[camera] source = "sim"`` backend.
+- :mod:`robot_app.sim.explore`: :func:`record_exploration`, a scripted drive on the simulation clock
+  written as a traversal log.
+
+Names are imported lazily so ``import robot_app.sim`` does not load pybullet.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "World": "world", "WorldError": "world", "load_world": "world", "shipped_worlds": "world",
+    "WorldRenderer": "render", "WorldPlant": "plant", "GpsView": "plant", "Collision": "plant",
+    "SimCamera": "camera", "set_active_plant": "camera", "active_plant": "camera",
+    "record_exploration": "explore", "ExplorationReport": "explore",
+    "world_plant_from_config": "camera",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"robot_app.sim.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'robot_app.sim' has no attribute {name!r}")

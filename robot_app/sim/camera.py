@@ -1,0 +1,160 @@
+"""The ``sim`` camera backend: first-person frames rendered from the world plant's true pose.
+
+:class:`SimCamera` has the interface of :class:`robot_app.camera.Camera` (``name``, ``run``,
+``subscribe``, ``unsubscribe``, ``latest``, ``frames_read``) and publishes the same
+:class:`robot_app.camera.Frame` objects, so the app cannot tell it from a real camera. It renders at
+``[camera] fps`` in real time (a worker thread; frames dropped, never queued), at ``[camera]
+width`` x ``height``, from the pose of the plant that moves the simulated robot.
+
+That plant is found in a small process-wide registry: whoever creates the world plant for the device
+simulators (:func:`world_plant_from_config`, ``robot-app sim devices --world``, or a test) registers it
+with :func:`set_active_plant`; the camera looks it up when it starts. The camera and the simulators must
+therefore run in the same process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from typing import Callable
+
+from robot_app.camera import CameraError, Frame
+
+__all__ = ["SimCamera", "set_active_plant", "active_plant", "world_plant_from_config"]
+
+log = logging.getLogger(__name__)
+
+_registry_lock = threading.Lock()
+_active: list = []  # at most one WorldPlant: the one the device simulators step
+
+
+def set_active_plant(plant) -> None:
+    """Register ``plant`` (a :class:`~robot_app.sim.plant.WorldPlant`, or None to clear) for sim cameras."""
+    with _registry_lock:
+        _active.clear()
+        if plant is not None:
+            _active.append(plant)
+
+
+def active_plant():
+    """The registered world plant, or None."""
+    with _registry_lock:
+        return _active[0] if _active else None
+
+
+def world_plant_from_config(config):
+    """A :class:`~robot_app.sim.plant.WorldPlant` for ``[sim] world`` with the ``[robot]`` kinematics,
+    registered as the active plant (the factory behind ``robot-app sim devices --world``).
+
+    Raises
+    ------
+    robot_app.sim.world.WorldError
+        If the world does not load.
+    """
+    from robot_app.sim.plant import WorldPlant
+    from robot_app.sim.world import load_world
+
+    plant = WorldPlant(load_world(config.sim.world), robot_radius_m=config.sim.robot_radius_m,
+                       wheel_radius_m=config.robot.wheel_radius_m,
+                       wheel_separation_m=config.robot.wheel_separation_m)
+    set_active_plant(plant)
+    return plant
+
+
+class SimCamera:
+    """Supervised component (``name = "camera"``) rendering :class:`Frame` objects from a world plant.
+
+    Parameters
+    ----------
+    cfg : robot_app.config.CameraConfig
+        Resolution, rate and JPEG quality.
+    sim : robot_app.config.SimConfig, optional
+        Field of view, camera height, noise and seed (defaults if None).
+    plant : WorldPlant, optional
+        The plant to follow; default: the registered active plant at :meth:`run`.
+    """
+
+    name = "camera"
+
+    def __init__(self, cfg, *, sim=None, plant=None) -> None:
+        from robot_app.config import SimConfig
+
+        self.cfg, self.sim = cfg, sim or SimConfig()
+        self.plant = plant
+        self.latest: Frame | None = None
+        self.frames_read = 0
+        self._subs: list[Callable[[Frame], None]] = []
+
+    def subscribe(self, callback: Callable[[Frame], None]) -> None:
+        self._subs.append(callback)
+
+    def unsubscribe(self, callback: Callable[[Frame], None]) -> None:
+        if callback in self._subs:
+            self._subs.remove(callback)
+
+    def _deliver(self, frame: Frame) -> None:
+        self.latest = frame
+        for cb in list(self._subs):
+            try:
+                cb(frame)
+            except Exception:  # noqa: BLE001 - a consumer's bug must not stop the camera
+                log.exception("camera subscriber failed")
+
+    async def run(self) -> None:
+        """Render at ``cfg.fps`` until cancelled.
+
+        Raises
+        ------
+        CameraError
+            If no world plant is given or registered, or pybullet is missing.
+        """
+        plant = self.plant or active_plant()
+        if plant is None:
+            raise CameraError('[camera] source "sim": no simulated world runs in this process '
+                              "(start the device simulators with a world in the same process)")
+        loop = asyncio.get_running_loop()
+        stop = threading.Event()
+        done: asyncio.Future = loop.create_future()
+
+        def finish(exc: BaseException | None) -> None:
+            if not done.done():
+                done.set_result(None) if exc is None else done.set_exception(exc)
+
+        def worker() -> None:
+            try:
+                from robot_app.sim.render import WorldRenderer
+
+                ren = WorldRenderer(plant.world, width=self.cfg.width, height=self.cfg.height,
+                                    hfov_deg=self.sim.hfov_deg, camera_height_m=self.sim.camera_height_m,
+                                    seed=self.sim.seed, noise_std=self.sim.image_noise)
+            except Exception as exc:  # noqa: BLE001
+                loop.call_soon_threadsafe(finish, CameraError(f'[camera] source "sim": {exc}'))
+                return
+            period = 1.0 / self.cfg.fps
+            t_next = time.monotonic()
+            try:
+                while not stop.is_set():
+                    st = plant.state()
+                    t = time.monotonic()
+                    jpeg = ren.render_jpeg(st.x_m, st.y_m, st.yaw_rad, index=self.frames_read,
+                                           quality=self.cfg.jpeg_quality)
+                    frame = Frame(jpeg, t, self.frames_read)
+                    self.frames_read += 1
+                    loop.call_soon_threadsafe(self._deliver, frame)
+                    t_next = max(t_next + period, time.monotonic())
+                    stop.wait(max(0.0, t_next - time.monotonic()))
+                loop.call_soon_threadsafe(finish, None)
+            except Exception as exc:  # noqa: BLE001
+                loop.call_soon_threadsafe(finish, exc)
+            finally:
+                ren.close()
+
+        thread = threading.Thread(target=worker, name="sim-camera", daemon=True)
+        thread.start()
+        try:
+            await done
+        finally:
+            stop.set()
+            await asyncio.to_thread(thread.join, 2.0)
