@@ -399,9 +399,18 @@ class EstimatorComponent:
         merged: asyncio.Queue = asyncio.Queue(maxsize=1024)
         subs = [(drv, drv.subscribe(kinds=(ImuReading, WheelFeedback, GpsFix))) for drv in self.app.drivers.values()]
         pumps = [asyncio.ensure_future(self._pump(q, merged)) for _, q in subs]
+        failures = 0
         try:
             while True:
-                est.on_reading(await merged.get())
+                reading = await merged.get()
+                try:
+                    est.on_reading(reading)
+                except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
+                    # one bad reading must not take the estimator down (the robot would stop with it)
+                    failures += 1
+                    if failures in (1, 10, 100) or failures % 1000 == 0:
+                        log.warning("estimation: %s ignored (%s; %d so far)", type(reading).__name__, exc, failures)
+                    continue
                 pose = est.pose()
                 if pose is not None and time.monotonic() - pose.gps_t_mono_s > cfg.estimation.max_gps_age_s:
                     pose = None

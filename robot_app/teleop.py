@@ -7,7 +7,8 @@ zone around the centre. Holding the deadman overrides autonomy at once: the app'
 (source ``"teleop"``) and a running route ends, counted as a disengagement (LM-Nav Sec. 5 metric).
 Releasing the deadman sends zero at once; from then on the pad writes nothing, so the control loop's
 command timeout keeps the robot stopped. The pad vanishing (unplugged, out of Bluetooth range) stops the
-robot the same way and the component is restarted by the supervisor with backoff.
+robot the same way; the component then waits for the pad to come back (an absent pad is not a fault:
+autonomy goes on without one).
 
 Axis values are normalised with the device's own ``absinfo`` range (PS4 sticks: 0..255, centre 128).
 Linux pads report "stick up" as negative Y, hence ``invert_linear``; "stick right" positive X, while a
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import time
 from dataclasses import dataclass
 
@@ -27,6 +29,7 @@ log = logging.getLogger(__name__)
 __all__ = ["AxisRange", "GamepadMapper", "TeleopComponent", "TeleopCommand"]
 
 EV_KEY, EV_ABS = 0x01, 0x03  # linux/input-event-codes.h (also evdev.ecodes.EV_KEY / EV_ABS)
+PAD_POLL_S = 0.5  # how often a missing pad's device node is looked for
 
 
 @dataclass(frozen=True)
@@ -176,8 +179,26 @@ class TeleopComponent:
             self.engaged = False
             self.app.command = Command()
 
+    @staticmethod
+    async def _wait_for_device(path: str) -> None:
+        """A pad that is off or out of range is normal: wait for it without failing the component
+        (a failing component stops the robot, which would interrupt autonomy for an absent pad)."""
+        if os.path.exists(path):
+            return
+        log.warning("teleop: no gamepad at %s yet; waiting for it", path)
+        while not os.path.exists(path):
+            await asyncio.sleep(PAD_POLL_S)
+        await asyncio.sleep(PAD_POLL_S)  # udev sets the node's group after creating it
+
     async def run(self) -> None:
+        """Wait for the pad, drive from it until it goes away, then wait for it again."""
+        while True:
+            await self._session()
+            await asyncio.sleep(PAD_POLL_S)  # the node may linger a moment after an unplug
+
+    async def _session(self) -> None:
         cfg = self.app.config
+        await self._wait_for_device(cfg.teleop.device)
         dev, ranges = await asyncio.to_thread(open_gamepad, cfg.teleop.device)
         log.info("teleop: %s (%s)", dev.path, dev.name)
         self.mapper = GamepadMapper(cfg.teleop, cfg.robot, ranges)
@@ -191,8 +212,9 @@ class TeleopComponent:
                 pass
             except OSError as exc:  # ENODEV: unplugged
                 loop.remove_reader(dev.fd)
+                log.warning("teleop: gamepad %s went away (%s)", cfg.teleop.device, exc)
                 if not gone.done():
-                    gone.set_exception(ConnectionError(f"gamepad {cfg.teleop.device} went away: {exc}"))
+                    gone.set_result(None)
 
         loop.add_reader(dev.fd, readable)
         try:
@@ -200,7 +222,6 @@ class TeleopComponent:
             while not gone.done():
                 self.tick()
                 await asyncio.wait({gone}, timeout=period)
-            gone.result()
         finally:
             loop.remove_reader(dev.fd)
             self.release()

@@ -147,6 +147,7 @@ class App:
         self.notifier = Notifier()
         self.models = model_inventory(config)
         self.command = Command()
+        self.pose = None  # robot_app.state_estimation.Pose while the estimator has a fresh GPS fix
         self.drivers = drivers_from_config(config.serial, config.robot)
         self.base = self.drivers.get("base")
         self.control = ControlLoop(self)
@@ -268,6 +269,14 @@ class App:
         for name, drv in self.drivers.items():
             self.supervisor.start(DriverComponent(name, drv))
         self.supervisor.start(self.control)
+        if self.config.estimation.enabled:
+            from robot_app.state_estimation import EstimatorComponent
+
+            self.supervisor.start(EstimatorComponent(self))
+        if self.config.teleop.device:
+            from robot_app.teleop import TeleopComponent
+
+            self.supervisor.start(TeleopComponent(self))
         if self.camera is not None:
             self.supervisor.start(self.camera)
         if self.ui is not None:

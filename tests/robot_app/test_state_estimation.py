@@ -14,7 +14,7 @@ import utm
 from firmware_bridge.sim.devices import SimulatedDevices
 from robot_app.config import Config, ConfigError, config_from_mapping
 from robot_app.service.app import App, Command
-from robot_app.state_estimation import (EstimatorComponent, MagCalibration, MagCalibrationError,
+from robot_app.state_estimation import (MagCalibration, MagCalibrationError,
                                         fit_planar_mag_calibration, wrap_angle)
 from robot_app.synthetic_logs import enu_to_latlon
 
@@ -94,9 +94,8 @@ async def _with_app(tmp_path, body, *, mag_file=""):
         task = asyncio.ensure_future(app.run())
         try:
             await app.base.wait_connected(10.0)
-            comp = EstimatorComponent(app)
-            app.supervisor.start(comp)
-            return await body(app, sim, comp)
+            assert app.supervisor.states["estimation"].state  # the app runs the estimator itself
+            return await body(app, sim)
         finally:
             app.request_stop()
             await asyncio.wait_for(task, 10.0)
@@ -117,7 +116,7 @@ def _errors(app, sim):
 
 def test_estimate_tracks_the_simulated_robot_over_a_short_drive(tmp_path):
     """GPS course + gyro + wheel odometry (no magnetometer calibration): within 0.5 m and 5 deg."""
-    async def body(app, sim, comp):
+    async def body(app, sim):
         for _ in range(50):
             if getattr(app, "pose", None) is not None:
                 break
@@ -146,7 +145,7 @@ def test_calibrated_magnetometer_gives_the_heading_at_rest(tmp_path):
     ident = MagCalibration((0.0, 0.0, 0.0), ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)))
     ident.save(tmp_path / "mag.json")
 
-    async def body(app, sim, comp):
+    async def body(app, sim):
         for _ in range(50):
             if getattr(app, "pose", None) is not None and app.pose.yaw_known:
                 break

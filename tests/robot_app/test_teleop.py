@@ -93,11 +93,23 @@ def test_bad_teleop_config_is_refused(table, key_name):
         config_from_mapping({"teleop": table}, origin="cfg.toml")
 
 
-def test_missing_pad_fails_the_component(tmp_path):
+def test_missing_pad_is_waited_for_not_a_fault(tmp_path):
+    """An absent pad must not fail the component (that would stop the robot during autonomy)."""
     cfg = Config()
     app = type("A", (), {})()
     app.config = dataclasses.replace(cfg, teleop=dataclasses.replace(cfg.teleop, device=str(tmp_path / "nope")))
-    with pytest.raises(FileNotFoundError):
+    app.command = "untouched"
+    with pytest.raises(asyncio.TimeoutError):
+        asyncio.run(asyncio.wait_for(TeleopComponent(app).run(), 1.2))
+    assert app.command == "untouched"
+
+
+def test_a_path_that_is_no_input_device_fails_the_component(tmp_path):
+    cfg = Config()
+    (tmp_path / "file").write_text("not a device")
+    app = type("A", (), {})()
+    app.config = dataclasses.replace(cfg, teleop=dataclasses.replace(cfg.teleop, device=str(tmp_path / "file")))
+    with pytest.raises(OSError):
         asyncio.run(TeleopComponent(app).run())
 
 
@@ -161,9 +173,8 @@ def test_virtual_pad_through_uinput_drives_the_simulated_robot(tmp_path):
         time.sleep(0.3)  # udev creates the event node
 
         async def body(app, sim):
-            tele = TeleopComponent(app)
-            app.supervisor.start(tele)
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # the app opened the pad ([teleop] device is set)
+            assert app.supervisor.states["teleop"].state == "running"
             pad.write(ecodes.EV_KEY, ecodes.BTN_TL, 1)
             pad.write(ecodes.EV_ABS, ecodes.ABS_Y, 0)
             pad.syn()
