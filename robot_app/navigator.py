@@ -3,7 +3,9 @@
 The pose comes from the drivers' latest readings: position from the GPS fix (UTM, one zone per run),
 heading from the gyro (integrated yaw rate) corrected towards the GPS course over ground whenever the
 robot moves faster than ``course_min_speed_mps`` (RMC course is clockwise from north; yaw is CCW from
-east, REP-103). Until the heading is known the robot creeps straight ahead to acquire it. Each step
+east, REP-103). When the app's state estimator publishes ``app.pose`` (AHRS + wheel odometry + GPS
+EKF, :mod:`robot_app.state_estimation`) with a known heading in the walk's UTM zone, that pose is used
+instead; the simple estimate keeps running as the fallback. Until the heading is known the robot creeps straight ahead to acquire it. Each step
 localises on the walk (:class:`core.control.WindowLocaliser`), aims at the first walk node at least
 ``lookahead_m`` ahead and turns the straight-line controller's (v, omega) into the app's command,
 which the control loop forwards at 50 Hz. Stale GPS (older than ``gps_max_age_s``) stops the robot;
@@ -107,6 +109,7 @@ class GpsNavigator:
         self.acquire_v_mps = acquire_v_mps
         self.timeout_s = timeout_s
         self.estimator = PoseEstimator()
+        self.pose_source = "gps+gyro"  # or "estimator" while app.pose (state estimation) is usable
 
     def _command(self, v: float, omega: float) -> None:
         from robot_app.service.app import Command
@@ -122,6 +125,16 @@ class GpsNavigator:
         imu = base.latest(ImuReading, max_age_s=0.2)
         if imu is not None and imu.angular_velocity_radps is not None:
             self.estimator.on_gyro(imu.angular_velocity_radps[2], time.monotonic())
+        pose = getattr(self.app, "pose", None)  # robot_app.state_estimation: AHRS + wheel odometry + GPS EKF
+        use = (pose is not None and pose.yaw_known and self.estimator.zone is not None
+               and tuple(pose.utm_zone) == tuple(self.estimator.zone))
+        if use:  # the fused estimate replaces this simple one; the simple one keeps running as the fallback
+            est = self.estimator
+            est.x_m, est.y_m, est.yaw_rad, est.yaw_known = pose.x_m, pose.y_m, pose.yaw_rad, True
+            est.fix_t_mono_s = max(est.fix_t_mono_s, pose.gps_t_mono_s)
+        if use != (self.pose_source == "estimator"):
+            self.pose_source = "estimator" if use else "gps+gyro"
+            log.info("navigator: pose from %s", self.pose_source)
         return time.monotonic() - self.estimator.fix_t_mono_s <= max_age
 
     async def follow(self, walk_lat_deg, walk_lon_deg) -> RunReport:
@@ -175,7 +188,9 @@ class GpsNavigator:
 
     def _target(self, walk: np.ndarray, index: int, est: PoseEstimator) -> tuple[float, float]:
         pos = np.array([est.x_m, est.y_m])
-        for j in range(index, walk.shape[0]):
+        # from the node after the localised one: the localised node may lie behind the robot (hysteresis),
+        # and aiming back at it turns the robot around
+        for j in range(min(index + 1, walk.shape[0] - 1), walk.shape[0]):
             if np.hypot(*(walk[j] - pos)) >= self.lookahead_m:
                 return float(walk[j, 0]), float(walk[j, 1])
         return float(walk[-1, 0]), float(walk[-1, 1])

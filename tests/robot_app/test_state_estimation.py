@@ -82,19 +82,18 @@ def _truth_utm(st, zone):
     return float(e), float(n)
 
 
-async def _with_app(tmp_path, body, *, mag_file=""):
+async def _with_app(tmp_path, body, *, mag_file="", enabled=True):
     async with SimulatedDevices(tmp_path, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
         base = Config()
         cfg = dataclasses.replace(
             base, serial=dataclasses.replace(base.serial, base_port=str(sim.ports["jackal"])),
             paths=dataclasses.replace(base.paths, models_dir=str(tmp_path / "none")),
             ui=dataclasses.replace(base.ui, enabled=False),
-            estimation=dataclasses.replace(base.estimation, mag_calibration_file=mag_file))
+            estimation=dataclasses.replace(base.estimation, mag_calibration_file=mag_file, enabled=enabled))
         app = App(cfg)
         task = asyncio.ensure_future(app.run())
         try:
             await app.base.wait_connected(10.0)
-            assert app.supervisor.states["estimation"].state  # the app runs the estimator itself
             return await body(app, sim)
         finally:
             app.request_stop()
@@ -117,6 +116,7 @@ def _errors(app, sim):
 def test_estimate_tracks_the_simulated_robot_over_a_short_drive(tmp_path):
     """GPS course + gyro + wheel odometry (no magnetometer calibration): within 0.5 m and 5 deg."""
     async def body(app, sim):
+        assert app.supervisor.states["estimation"].state == "running"  # the app runs the estimator itself
         for _ in range(50):
             if getattr(app, "pose", None) is not None:
                 break
@@ -161,3 +161,34 @@ def test_calibrated_magnetometer_gives_the_heading_at_rest(tmp_path):
     assert abs(turned[3].yaw_rad) > 1.0  # the plant really turned
     assert turned[1] < math.radians(5.0), math.degrees(turned[1])
     assert turned[0] < 0.5
+
+
+def test_gps_navigator_drives_on_the_fused_pose(tmp_path):
+    """The navigator switches to app.pose once its heading is known and reaches the end of the walk."""
+    from robot_app.navigator import GpsNavigator
+
+    walk = np.array([(0.0, 0.0), (3.0, 0.0), (6.0, 0.0), (8.0, 2.0), (8.0, 5.0)])
+    lat, lon = enu_to_latlon(walk, anchor=ORIGIN)
+
+    async def body(app, sim):
+        nav = GpsNavigator(app, max_v_mps=1.5, lookahead_m=1.5, goal_radius_m=0.6, timeout_s=40.0)
+        report = await nav.follow(lat, lon)
+        return report, nav.pose_source, sim.plant.state()
+
+    report, source, st = asyncio.run(_with_app(tmp_path, body))
+    assert report.outcome == "reached" and source == "estimator"
+    assert math.hypot(st.x_m - 8.0, st.y_m - 5.0) < 1.0
+
+
+def test_without_the_estimator_the_navigator_uses_its_own_pose(tmp_path):
+    from robot_app.navigator import GpsNavigator
+
+    lat, lon = enu_to_latlon(np.array([(0.0, 0.0), (3.0, 0.0), (5.0, 0.0)]), anchor=ORIGIN)
+
+    async def body(app, sim):
+        assert "estimation" not in app.supervisor.states and app.pose is None
+        nav = GpsNavigator(app, max_v_mps=1.5, lookahead_m=1.5, goal_radius_m=0.6, timeout_s=30.0)
+        return await nav.follow(lat, lon), nav.pose_source
+
+    report, source = asyncio.run(_with_app(tmp_path, body, enabled=False))
+    assert report.outcome == "reached" and source == "gps+gyro"
