@@ -31,6 +31,7 @@ GROUPS = {
     "sim": "device simulators and the simulated world",
     "lasp": "open-world task planning (LASP)",
     "log": "traversal logs",
+    "imu": "IMU tools: magnetometer calibration",
 }
 
 COMMAND_MODULES = (
@@ -46,6 +47,7 @@ COMMAND_MODULES = (
     "robot_app.cli.lasp_cmd",
     "robot_app.cli.landmarks_cmd",
     "robot_app.cli.models_cmd",
+    "robot_app.cli.imu_cmd",
 )
 
 
