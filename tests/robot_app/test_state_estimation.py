@@ -192,3 +192,16 @@ def test_without_the_estimator_the_navigator_uses_its_own_pose(tmp_path):
 
     report, source = asyncio.run(_with_app(tmp_path, body, enabled=False))
     assert report.outcome == "reached" and source == "gps+gyro"
+
+
+def test_bench_estimation_beats_raw_gps(capsys):
+    """The bench's figures are computed and the fusion is closer to the truth than the raw GPS fixes."""
+    import json
+
+    from robot_app.cli import main
+
+    assert main(["bench", "estimation", "--duration", "30", "--gps-sigma-m", "2", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["readings"] > 3000 and res["us_per_reading"] > 0
+    assert res["position_rms_m"] < 0.7 * res["raw_gps_rms_m"]
+    assert res["yaw_rms_deg"] < 15.0
