@@ -74,3 +74,15 @@ def test_bad_routes_are_refused(tmp_path):
         record_exploration("campus", [(0.0, -85.0), (0.0, -85.0)], tmp_path / "log")
     with pytest.raises(ValueError, match="touches 'library'"):
         record_exploration("campus", [(-20.0, -40.0), (0.0, -40.0)], tmp_path / "log")
+
+
+def test_same_seed_same_log(tmp_path):
+    def run(folder, seed):
+        record_exploration("industrial", [(-80.0, -70.0), (-80.0, -60.0)], folder, seed=seed, width=32, height=24,
+                           speed_mps=2.0)
+        log = read_log(folder)
+        return log.frame_jpeg(log.frame_id), log.gps["lat_deg"]
+
+    a, b, c = run(tmp_path / "a", 5), run(tmp_path / "b", 5), run(tmp_path / "c", 6)
+    assert a[0] == b[0] and np.array_equal(a[1], b[1])
+    assert a[0] != c[0] and not np.array_equal(a[1], c[1])

@@ -92,3 +92,35 @@ def test_sim_camera_without_a_world_fails_clearly(tmp_path):
     cam = SimCamera(Config().camera)
     with pytest.raises(CameraError, match="no simulated world"):
         asyncio.run(cam.run())
+
+
+def test_gps_navigator_follows_a_walk_in_the_world(tmp_path):
+    """The app's GPS navigator closes the loop through the drivers and the world plant (no camera)."""
+    from robot_app.navigator import GpsNavigator
+
+    world = load_world("campus")
+    plant = WorldPlant(world, start=(0.0, -44.0, 0.0))  # just south of the main path / east loop junction
+    walk = np.array([(0.0, -44.0), (3.0, -40.0), (8.0, -40.0), (12.0, -40.0)])
+    lat, lon = enu_to_latlon(walk, anchor=world.anchor_latlon)
+
+    async def main():
+        async with SimulatedDevices(tmp_path, plant=plant, gps=False, imu=False,
+                                    origin_latlon=world.anchor_latlon) as sim:
+            plant.attach(sim)
+            cfg = dataclasses.replace(app_config(tmp_path, str(sim.ports["jackal"])),
+                                      camera=Config().camera)
+            app = App(cfg)
+            task = asyncio.ensure_future(app.run())
+            try:
+                await app.base.wait_connected(10.0)
+                nav = GpsNavigator(app, max_v_mps=1.5, lookahead_m=1.5, goal_radius_m=0.6, timeout_s=40.0)
+                return await nav.follow(lat, lon)
+            finally:
+                app.request_stop()
+                await asyncio.wait_for(task, 10.0)
+
+    report = asyncio.run(main())
+    assert report.outcome == "reached", report
+    st = plant.state()
+    assert math.hypot(st.x_m - 12.0, st.y_m + 40.0) < 1.5
+    assert plant.collisions == []
