@@ -152,9 +152,9 @@ class WorldPlant(KinematicPlant):
 class GpsView:
     """A plant-like view of a plant whose position carries GPS error (metres, ENU).
 
-    Error = first-order Gauss-Markov bias (std ``noise_m`` / sqrt(2) per axis, correlation time
-    ``tau_s``) + white noise (std ``noise_m`` / sqrt(2)); updated at each :meth:`state` call from the
-    plant's clock. A model of consumer GNSS error (Gauss-Markov position bias: e.g. Groves,
+    Error = first-order Gauss-Markov bias (std ``noise_m`` / 2 per axis, correlation time ``tau_s``)
+    + white noise (std ``noise_m`` / 2 per axis), so the horizontal RMS error is ``noise_m``; updated at
+    each :meth:`state` call from the plant's clock. A model of consumer GNSS error (Gauss-Markov position bias: e.g. Groves,
     "Principles of GNSS, Inertial, and Multisensor Integrated Navigation Systems", 2nd ed., Sec. 9.4).
     """
 
