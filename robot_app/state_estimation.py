@@ -394,8 +394,11 @@ class EstimatorComponent:
         from firmware_bridge.readings import GpsFix, ImuReading, WheelFeedback
 
         cfg = self.app.config
-        self.estimator = est = StateEstimator(cfg.estimation, cfg.robot,
-                                              mag_calibration=load_mag_calibration(cfg.estimation.mag_calibration_file))
+        def build() -> StateEstimator:  # in a worker thread: importing filterpy (scipy) takes seconds on a Jetson
+            return StateEstimator(cfg.estimation, cfg.robot,
+                                  mag_calibration=load_mag_calibration(cfg.estimation.mag_calibration_file))
+
+        self.estimator = est = await asyncio.to_thread(build)
         merged: asyncio.Queue = asyncio.Queue(maxsize=1024)
         subs = [(drv, drv.subscribe(kinds=(ImuReading, WheelFeedback, GpsFix))) for drv in self.app.drivers.values()]
         pumps = [asyncio.ensure_future(self._pump(q, merged)) for _, q in subs]

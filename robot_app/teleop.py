@@ -150,7 +150,9 @@ class TeleopComponent:
         cmd = self.mapper.command()
         now = time.monotonic()
         if cmd.active:
-            if not self.engaged:
+            mission = getattr(self.app, "mission", None)
+            if not self.engaged or (mission is not None and mission.state == "running"):
+                # first press, or a route was started (Go) while the deadman is held: the pad wins
                 self.engaged = True
                 self._take_over()
             self.app.command = Command(cmd.v_mps, cmd.omega_radps, now, "teleop")

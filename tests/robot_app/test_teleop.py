@@ -187,3 +187,29 @@ def test_virtual_pad_through_uinput_drives_the_simulated_robot(tmp_path):
 
         moving, after = asyncio.run(_app_on_sim(tmp_path, body, device=pad.device.path))
     assert moving.v_mps > 0.3 and abs(after.v_mps) < 0.05
+
+
+def test_a_route_started_while_the_deadman_is_held_is_taken_over_at_once():
+    """Go pressed on the screen while the operator holds the deadman: the pad keeps the robot."""
+    from robot_app.mission import MissionExecutive
+    from robot_app.service.app import Command
+
+    async def main():
+        app = type("A", (), {})()
+        app.config, app.command, app.base = Config(), Command(), None
+        app.mission = MissionExecutive(app)
+        tele = TeleopComponent(app)
+        tele.mapper = GamepadMapper(app.config.teleop, app.config.robot, PS4)
+        tele.handle([key(ecodes.BTN_TL, True), axis(ecodes.ABS_Y, 0)])
+        first = (app.mission.disengagements, app.command.source)
+        # Go: a route starts driving (stands in for the navigator task the executive runs)
+        app.mission._nav_task = asyncio.ensure_future(asyncio.sleep(30))
+        app.mission.state = "running"
+        tele.tick()
+        await asyncio.sleep(0)
+        return first, app.mission.status(), app.mission._nav_task.cancelled(), app.command
+
+    first, status, cancelled, cmd = asyncio.run(main())
+    assert first == (0, "teleop")
+    assert status["state"] == "stopped" and status["disengagements"] == 1 and cancelled
+    assert cmd.source == "teleop" and cmd.v_mps > 0
