@@ -165,6 +165,8 @@ class TeleopComponent:
         mission = getattr(self.app, "mission", None)
         if mission is not None and mission.state == "running":
             mission.abort("operator took over (gamepad)")
+            if mission.state == "running":  # nothing was driving after all: no disengagement to count
+                return
             mission.disengagements += 1
             log.warning("teleop: operator took over the running route (disengagement %d)", mission.disengagements)
         else:
