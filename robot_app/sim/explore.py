@@ -192,8 +192,11 @@ def record_exploration(world: World | str | Path, route, out_log: str | Path, *,
                             pp.remaining_m())
                 break
             kappa, alpha = pp.curvature(st.x_m, st.y_m, st.yaw_rad)
-            v_cmd = speed_mps * max(0.2, math.cos(alpha)) if abs(alpha) < math.pi / 2 else 0.0
-            w_cmd = float(np.clip(kappa * max(v_cmd, 0.3 * speed_mps), -2.0, 2.0))
+            if abs(alpha) < math.pi / 2:
+                v_cmd = speed_mps * max(0.2, math.cos(alpha))
+                w_cmd = float(np.clip(kappa * max(v_cmd, 0.3 * speed_mps), -2.0, 2.0))
+            else:  # the route turns back (or starts behind): turn in place towards it
+                v_cmd, w_cmd = 0.0, 1.0 if alpha >= 0 else -1.0
             left, right = twist_to_wheels(v_cmd, w_cmd, wheel_radius_m=plant.r, wheel_separation_m=plant.ws)
             x0, y0 = st.x_m, st.y_m
             plant.step(left, right, dt)

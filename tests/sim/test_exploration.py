@@ -86,3 +86,10 @@ def test_same_seed_same_log(tmp_path):
     a, b, c = run(tmp_path / "a", 5), run(tmp_path / "b", 5), run(tmp_path / "c", 6)
     assert a[0] == b[0] and np.array_equal(a[1], b[1])
     assert a[0] != c[0] and not np.array_equal(a[1], c[1])
+
+
+def test_a_route_that_turns_back_is_driven_to_its_end(tmp_path):
+    rep = record_exploration("campus", [(0.0, -85.0), (0.0, -78.0), (0.0, -83.0)], tmp_path / "log",
+                             speed_mps=1.5, width=16, height=12, rate_hz=1)
+    assert rep.reached_end and rep.collisions == []
+    assert 11.0 < rep.distance_m < 14.0
