@@ -69,11 +69,17 @@ def _make_plant(world: str, config):
                               wheel_separation_m=config.robot.wheel_separation_m)
     if ":" not in world:  # a simulated world: shipped name or .toml file
         import dataclasses
+        from pathlib import Path
 
         try:
             from robot_app.sim.camera import world_plant_from_config
-            from robot_app.sim.world import WorldError
-
+            from robot_app.sim.world import WorldError, shipped_worlds
+        except ImportError as exc:
+            raise UsageError(f"--world {world}: the simulated world needs the 'sim' extra ({exc})") from exc
+        if world not in shipped_worlds() and not Path(world).is_file():
+            raise UsageError(f"--world: unknown world {world!r} (known: {', '.join(WORLDS + tuple(shipped_worlds()))}, "
+                             "a world .toml file, or MODULE:FUNCTION)")
+        try:
             return world_plant_from_config(dataclasses.replace(config, sim=dataclasses.replace(config.sim, world=world)))
         except ImportError as exc:
             raise UsageError(f"--world {world}: the simulated world needs the 'sim' extra ({exc})") from exc

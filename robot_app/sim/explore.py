@@ -91,8 +91,9 @@ class _PurePursuit:
 
     def curvature(self, x: float, y: float, yaw: float) -> tuple[float, float]:
         """(curvature 1/m, heading error rad) towards the lookahead point."""
-        # progress = arc length of the nearest route point ahead of the last progress (never backwards)
-        window = np.linspace(self.progress, min(self.progress + 3 * self.L, self.s[-1]), 40)
+        # progress = arc length of the nearest route point at most one lookahead past the last progress
+        # (never backwards, never across a U-turn)
+        window = np.linspace(self.progress, min(self.progress + self.L, self.s[-1]), 40)
         cand = np.stack([np.interp(window, self.s, self.pts[:, 0]), np.interp(window, self.s, self.pts[:, 1])], 1)
         self.progress = float(window[np.argmin(np.hypot(cand[:, 0] - x, cand[:, 1] - y))])
         tx, ty = self._point_at(self.progress + self.L)
