@@ -331,6 +331,9 @@ class StateEstimator:
         """GPS position (and course over ground when moving) in the estimator's UTM zone."""
         import utm
 
+        if not (math.isfinite(fix.latitude_deg) and math.isfinite(fix.longitude_deg)
+                and -80.0 <= fix.latitude_deg <= 84.0):  # UTM's latitude range
+            return
         if self.zone is None:
             _, _, zn, letter = utm.from_latlon(fix.latitude_deg, fix.longitude_deg)
             self.zone = (int(zn), str(letter))
@@ -338,7 +341,7 @@ class StateEstimator:
                                      force_zone_letter=self.zone[1])
         cov = fix.covariance_enu_m2 if fix.covariance_enu_m2 else (25.0, 25.0, 100.0)
         floor = self.cfg.gps_sigma_floor_m ** 2
-        var = [max(float(cov[0]), floor), max(float(cov[1]), floor)]
+        var = [max(float(c), floor) if math.isfinite(float(c)) else 25.0 for c in cov[:2]]
         self._predict(fix.t_mono_s, 0.0)
         if not self.position_known:
             self.ekf.x[0, 0], self.ekf.x[1, 0] = e, n

@@ -205,3 +205,31 @@ def test_bench_estimation_beats_raw_gps(capsys):
     assert res["readings"] > 3000 and res["us_per_reading"] > 0
     assert res["position_rms_m"] < 0.7 * res["raw_gps_rms_m"]
     assert res["yaw_rms_deg"] < 15.0
+
+
+def test_estimator_ignores_broken_readings_and_keeps_tracking():
+    """NaN gyro/accelerometer/wheel values and NaN or polar GPS fixes are skipped, not folded in."""
+    from firmware_bridge.readings import GpsFix, ImuReading, WheelFeedback, WheelState
+    from robot_app.cli.imu_cmd import synthetic_drive
+    from robot_app.state_estimation import StateEstimator
+
+    readings, truth, _ = synthetic_drive(duration_s=30.0, gps_sigma_m=1.0, seed=3, origin=ORIGIN)
+    nan = float("nan")
+    bad_wheel = WheelState(nan, 0.0, 0.0, 0.0, 30.0, 30.0, False)
+    broken = [ImuReading(0.0, "imu_link", (nan, 0.0, 0.0), (0.0, 0.0, 9.8)), ImuReading(0.0, "imu_link"),
+              WheelFeedback(0.0, bad_wheel, bad_wheel, 35.0, 40.0, 1, 1),
+              GpsFix(0.0, nan, 13.0, None, 1, 5, 1.0, (1.0, 1.0, 4.0), 1, None, None),
+              GpsFix(0.0, 89.0, 13.0, None, 1, 5, 1.0, (nan, 1.0, 4.0), 1, None, None)]
+    cfg = Config()
+    est = StateEstimator(cfg.estimation, cfg.robot)
+    for i, r in enumerate(readings):
+        if i % 500 == 250:
+            for b in broken:
+                est.on_reading(dataclasses.replace(b, t_mono_s=r.t_mono_s))
+        est.on_reading(r)
+    pose = est.pose()
+    e0, n0 = utm.from_latlon(*ORIGIN)[:2]
+    _, tx, ty, tyaw = truth[-1]
+    assert pose.yaw_known and np.all(np.isfinite(pose.covariance))
+    assert math.hypot(pose.x_m - e0 - tx, pose.y_m - n0 - ty) < 1.5
+    assert abs(wrap_angle(pose.yaw_rad - tyaw)) < math.radians(10.0)
