@@ -243,6 +243,10 @@ class App:
                    "age_s": None if self.camera.latest is None else time.monotonic() - self.camera.latest.t_mono_s},
                "command": {"v_mps": self.command.v_mps, "omega_radps": self.command.omega_radps,
                            "source": self.command.source}}
+        pose = self.pose  # state estimation (UTM metres, yaw rad CCW from east)
+        out["pose"] = None if pose is None else {"x_m": pose.x_m, "y_m": pose.y_m, "yaw_rad": pose.yaw_rad,
+                                                 "v_mps": pose.v_mps, "utm_zone": list(pose.utm_zone),
+                                                 "yaw_known": pose.yaw_known}
         st = base.latest(BaseStatus, max_age_s=5.0) if base is not None else None
         out["battery_v"] = st.battery_v if st is not None else None
         out["hardware_estop"] = bool(st.estop_stopped) if st is not None else None

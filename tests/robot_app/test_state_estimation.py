@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import math
 import time
 
@@ -128,14 +129,15 @@ def test_estimate_tracks_the_simulated_robot_over_a_short_drive(tmp_path):
             samples.append(_errors(app, sim))
         await _drive(app, 0.0, 0.0, 0.5)
         samples.append(_errors(app, sim))
-        return samples
+        return samples, json.loads(json.dumps(app.status_dict()))
 
-    samples = asyncio.run(_with_app(tmp_path, body))
+    samples, status = asyncio.run(_with_app(tmp_path, body))
     for pos_err, yaw_err, pose, st in samples:
         assert pose.yaw_known
         assert pos_err < 0.5, (pos_err, pose, st)
         assert yaw_err < math.radians(5.0), (math.degrees(yaw_err), pose, st)
     assert abs(samples[-1][2].v_mps) < 0.05  # standing still at the end
+    assert status["pose"]["yaw_known"] and status["components"]["estimation"] == "running"
     cov = np.array(samples[-1][2].covariance).reshape(4, 4)
     assert np.all(np.linalg.eigvalsh(cov) > 0)
 
