@@ -94,3 +94,16 @@ def test_a_route_that_turns_back_is_driven_to_its_end(tmp_path):
     assert rep.reached_end and rep.collisions == []
     assert rep.true_xy_m[:, 1].max() > -80.0  # went most of the way out before turning back
     assert 9.0 < rep.distance_m < 14.0
+
+
+@pytest.mark.slow
+def test_two_explorations_of_the_campus_make_one_map(tmp_path):
+    """Longer drives (the demo's scale): main path and the east loop, two logs, one connected map."""
+    world = load_world("campus")
+    a = record_exploration(world, "main", tmp_path / "a", speed_mps=1.5, width=85, height=64, seed=1)
+    b = record_exploration(world, "east loop", tmp_path / "b", speed_mps=1.5, width=85, height=64, seed=2,
+                           t0_s=10_000.0)
+    assert a.reached_end and b.reached_end and not a.collisions and not b.collisions
+    cfg = dataclasses.replace(Config(), paths=dataclasses.replace(Config().paths, models_dir=str(tmp_path / "none")))
+    rep = build_map([tmp_path / "a", tmp_path / "b"], tmp_path / "campus.map", config=cfg)
+    assert rep.components == 1 and rep.nodes > 100
