@@ -403,7 +403,7 @@ class EstimatorComponent:
 
         self.estimator = est = await asyncio.to_thread(build)
         merged: asyncio.Queue = asyncio.Queue(maxsize=1024)
-        subs = [(drv, drv.subscribe(kinds=(ImuReading, WheelFeedback, GpsFix))) for drv in self.app.drivers.values()]
+        subs = [(drv, drv.subscribe(kinds=kinds)) for drv, kinds in self._sources(ImuReading, WheelFeedback, GpsFix)]
         pumps = [asyncio.ensure_future(self._pump(q, merged)) for _, q in subs]
         failures = 0
         try:
@@ -428,6 +428,22 @@ class EstimatorComponent:
             await asyncio.gather(*pumps, return_exceptions=True)
             for drv, q in subs:
                 drv.unsubscribe(q)
+
+    def _sources(self, imu_kind, wheel_kind, gps_kind) -> list:
+        """(driver, reading kinds) to subscribe: the IMU and GPS only from the configured source (with a
+        Microstrain on its own port the MCU's own IMU stream must not reach the same AHRS)."""
+        serial, drivers = self.app.config.serial, self.app.drivers
+        out = []
+        base = drivers.get("base")
+        if base is not None:
+            kinds = (wheel_kind,) + ((imu_kind,) if serial.imu_source == "mcu" else ()) \
+                + ((gps_kind,) if serial.gps_source == "mcu" else ())
+            out.append((base, kinds))
+        if "imu" in drivers:
+            out.append((drivers["imu"], (imu_kind,)))
+        if "gps" in drivers:
+            out.append((drivers["gps"], (gps_kind,)))
+        return out
 
     @staticmethod
     async def _pump(src: asyncio.Queue, dst: asyncio.Queue) -> None:

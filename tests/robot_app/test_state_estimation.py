@@ -235,3 +235,23 @@ def test_estimator_ignores_broken_readings_and_keeps_tracking():
     assert pose.yaw_known and np.all(np.isfinite(pose.covariance))
     assert math.hypot(pose.x_m - e0 - tx, pose.y_m - n0 - ty) < 1.5
     assert abs(wrap_angle(pose.yaw_rad - tyaw)) < math.radians(10.0)
+
+
+def test_estimator_reads_the_imu_and_gps_only_from_the_configured_sources():
+    from firmware_bridge.factory import drivers_from_config
+    from firmware_bridge.readings import GpsFix, ImuReading, WheelFeedback
+    from robot_app.state_estimation import EstimatorComponent
+
+    base = Config()
+    for imu_src, gps_src in (("mcu", "mcu"), ("mip", "serial"), ("none", "none")):
+        cfg = dataclasses.replace(base, serial=dataclasses.replace(base.serial, imu_source=imu_src,
+                                                                   gps_source=gps_src))
+        app = type("A", (), {})()
+        app.config, app.drivers = cfg, drivers_from_config(cfg.serial, cfg.robot)
+        got = {name: kinds for (drv, kinds) in EstimatorComponent(app)._sources(ImuReading, WheelFeedback, GpsFix)
+               for name, d in app.drivers.items() if d is drv}
+        imu_from = [n for n, k in got.items() if ImuReading in k]
+        gps_from = [n for n, k in got.items() if GpsFix in k]
+        assert WheelFeedback in got["base"]
+        assert imu_from == ({"mcu": ["base"], "mip": ["imu"], "none": []}[imu_src])
+        assert gps_from == ({"mcu": ["base"], "serial": ["gps"], "none": []}[gps_src])
