@@ -142,9 +142,10 @@ def max_plus_buckets(indptr, indices, weights, alpha, delta, n_circ, value, pred
                 bottom = x
     if top == -np.inf:
         return 0
-    n_static = np.int64((top - bottom) / delta) + 1
-    if n_static + 1 > counts.shape[0]:
+    span = (top - bottom) / delta  # compared as a float first: a huge span must not overflow int64
+    if not span < counts.shape[0] - 2:
         return -1
+    n_static = np.int64(span) + 1
     for b in range(n_static + 1):
         counts[b] = 0
     for v in range(n):

@@ -228,10 +228,9 @@ def _bucket_width(indices, weights, alpha, indptr) -> tuple[float, int]:
     if w.size == 0 or alpha == 0.0 or float(w.min()) == 0.0:
         return 0.0, 0
     w_min, w_max = float(w.min()), float(w.max())
-    n_circ = int(w_max / w_min) + 3
-    if n_circ > 4 * n + 1024:
+    if w_max / w_min > 4 * n + 1024 or not alpha * w_min > 1e-200:  # too many buckets, or underflow
         return 0.0, 0
-    return alpha * w_min, n_circ
+    return alpha * w_min, int(w_max / w_min) + 3
 
 
 def plan_max_likelihood(indptr, indices, weights, landmark_logp, start, *,

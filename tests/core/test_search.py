@@ -214,3 +214,16 @@ def test_bucket_kernel_gives_up_cleanly_on_a_huge_value_range():
     q_b, _ = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(0), 0.01, 1e-6, 10)
     q_h, _ = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(0), 0.01, 0.0, 0)
     np.testing.assert_allclose(q_b, q_h)
+
+
+@pytest.mark.parametrize("alpha, floor", [(1e-20, -1.0), (1e-300, -1.0), (0.005, -1e30), (0.005, -np.finfo(float).max),
+                                          (1e-12, -1e18)])
+def test_extreme_alpha_and_scores_give_the_reference_answer(alpha, floor):
+    """Tiny alpha or huge negative log-likelihoods ("impossible here") must not break the bucket kernel."""
+    indptr, indices, weights, _ = random_geometric_graph(200, degree=6, seed=4)
+    rng = np.random.default_rng(4)
+    logp = np.log(rng.dirichlet(np.ones(200), size=3).T)
+    logp[logp < -6.0] = floor
+    r = plan_walk(indptr, indices, weights, logp, 0, alpha=alpha)
+    q_py = dp_values_python(indptr, indices, weights, logp, 0, alpha=alpha)
+    assert r.objective == pytest.approx(max(q_py), rel=1e-9)
