@@ -233,6 +233,11 @@ class JackalBase(SerialDriver):
 
     async def _goodbye(self) -> None:
         if "cmd_drive" in self._subs:
+            # zero velocity first (the robot brakes even if the MCU ignores MODE_NONE), then MODE_NONE
+            zero = ros1.Drive(ros1.Drive.MODE_VELOCITY, 0.0, 0.0)
+            if self._write(encode_frame(self._subs["cmd_drive"], zero.serialize())):
+                self.last_drive = zero
+                self.sent_log.append((time.monotonic(), zero))
             self._write(encode_frame(self._subs["cmd_drive"], ros1.Drive(ros1.Drive.MODE_NONE, 0.0, 0.0).serialize()))
         self._write(TX_STOP)
         await asyncio.sleep(0.02)  # let the transport flush before the port closes
