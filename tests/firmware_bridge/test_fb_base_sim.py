@@ -51,9 +51,11 @@ def test_handshake_readings_and_shutdown(tmp_path, arun):
                 assert st.hardware_id == "jackal-sim" and st.battery_v == pytest.approx(26.5)
                 r = await drv.recv(timeout_s=1.0)
                 assert r.t_mono_s <= time.monotonic()
-            # close(): MODE_NONE then tx-stop reached the MCU
+            # close(): zero velocity, then MODE_NONE, then tx-stop reached the MCU
             await _wait_for(lambda: sim.tx_stops == 1, 1.0)
             assert sim.drive_log[-1][1].mode == ros1.Drive.MODE_NONE
+            last_velocity = sim.drive_log[-2][1]
+            assert last_velocity.mode == ros1.Drive.MODE_VELOCITY and (last_velocity.left, last_velocity.right) == (0.0, 0.0)
             assert not sim.configured
     arun(body)
 
