@@ -64,6 +64,7 @@ class SerialDriver:
         self._transport: asyncio.BaseTransport | None = None
         self._proto: _Protocol | None = None
         self._task: asyncio.Task | None = None
+        self._closing_ports: set = set()  # connection_lost futures of ports being closed
         self._closing = False
         self._connected = asyncio.Event()
         self.sessions = 0
@@ -94,6 +95,11 @@ class SerialDriver:
                 pass
             self._task = None
         await self._close_transport()
+        pending = [f for f in self._closing_ports if not f.done()]
+        if pending:  # a port closed by the cancelled supervisor: wait for its connection_lost
+            await asyncio.wait(pending, timeout=2.0)
+        self._closing_ports.clear()
+        await asyncio.sleep(0)
 
     async def __aenter__(self):
         return await self.start()
@@ -202,11 +208,16 @@ class SerialDriver:
             return
         tr.close()
         # pyserial-asyncio-fast closes the port in an executor and reports connection_lost last:
-        # wait for it so no task outlives the driver.
+        # wait for it so no task outlives the driver. Remembered until done, so a close() that cancels
+        # this wait (shutdown during a reconnect) still waits for it.
+        self._closing_ports.add(proto.lost)
         try:
             await asyncio.wait_for(asyncio.shield(proto.lost), 2.0)
         except asyncio.TimeoutError:
             log.warning("%s: %s did not close within 2 s", self.name, self.port)
+        finally:
+            if proto.lost.done():
+                self._closing_ports.discard(proto.lost)
         await asyncio.sleep(0)
 
     async def _open(self) -> _Protocol:
