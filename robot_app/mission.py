@@ -61,8 +61,8 @@ class MissionExecutive:
             return start
         from firmware_bridge.readings import GpsFix
 
-        base = self.app.base
-        fix = base.latest(GpsFix, max_age_s=self.app.config.serial.gps_max_age_s) if base is not None else None
+        gps = self.app.gps
+        fix = gps.latest(GpsFix, max_age_s=self.app.config.serial.gps_max_age_s) if gps is not None else None
         if fix is None:
             raise MissionError("no GPS fix: pick the start node on the map")
         import utm

@@ -119,10 +119,11 @@ class GpsNavigator:
     def _sense(self) -> bool:
         from firmware_bridge.readings import GpsFix, ImuReading
 
-        base = self.app.base
+        gps = getattr(self.app, "gps", None) or self.app.base
+        imu_src = getattr(self.app, "imu", None) or self.app.base
         max_age = self.app.config.serial.gps_max_age_s
-        self.estimator.on_fix(base.latest(GpsFix, max_age_s=max_age))
-        imu = base.latest(ImuReading, max_age_s=0.2)
+        self.estimator.on_fix(gps.latest(GpsFix, max_age_s=max_age))
+        imu = imu_src.latest(ImuReading, max_age_s=0.2)
         if imu is not None and imu.angular_velocity_radps is not None:
             self.estimator.on_gyro(imu.angular_velocity_radps[2], time.monotonic())
         pose = getattr(self.app, "pose", None)  # robot_app.state_estimation: AHRS + wheel odometry + GPS EKF

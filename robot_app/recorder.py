@@ -44,9 +44,12 @@ class Recorder:
             self.frames_dropped += 1
             return False
         self.writer.add_frame(t_s, jpeg, t_utc_s=t_utc_s)
-        # schedule on the nominal grid so jitter does not drift the rate
-        base = t_s if self._next_frame_t is None or t_s - self._next_frame_t > self.period_s else self._next_frame_t
-        self._next_frame_t = base + self.period_s
+        # keep the nominal grid so jitter does not drift the rate, but never two frames closer than
+        # 0.8 periods (the VNM's context assumes roughly even spacing)
+        if self._next_frame_t is None or t_s - self._next_frame_t > self.period_s:
+            self._next_frame_t = t_s + self.period_s
+        else:
+            self._next_frame_t = max(self._next_frame_t + self.period_s, t_s + 0.8 * self.period_s)
         self.frames_kept += 1
         return True
 

@@ -55,7 +55,13 @@ class RecordingService:
         check_name(name)
         if self.recorder is not None:
             raise RecordingError(f"already recording {self.name!r}: stop it first")
+        if self.app.camera is None:
+            raise RecordingError("no camera ([camera] source is 'none'): a drive without images cannot make a map")
+        if name == "runs":
+            raise RecordingError("'runs' is where route runs are recorded: choose another name")
         folder = self.logs_dir / name
+        if folder.exists():
+            raise RecordingError(f"a drive named {name!r} exists already: choose another name")
         try:
             self.recorder = Recorder(folder, frame_rate_hz=self.app.config.mapping.frame_rate_hz,
                                      metadata={"camera": self.app.config.camera.source})
@@ -72,32 +78,69 @@ class RecordingService:
             self.recorder.on_frame(frame.t_mono_s, frame.jpeg)
 
     async def _pump(self) -> None:
-        """Sensor readings and commands into the log."""
-        from firmware_bridge.readings import GpsFix, GpsNoFix, ImuReading
+        """Sensor readings, wheel odometry and commands into the log (GPS and IMU from their configured
+        drivers; odometry integrated from the MCU's wheel feedback, odom frame, REP-103)."""
+        import math
 
-        base = self.app.base
-        queue = base.subscribe(kinds=(GpsFix, GpsNoFix, ImuReading)) if base is not None else None
+        from firmware_bridge.kinematics import wheels_to_twist
+        from firmware_bridge.readings import GpsFix, GpsNoFix, ImuReading, WheelFeedback
+
+        merged: asyncio.Queue = asyncio.Queue(maxsize=1024)
+        sources = [(self.app.gps, (GpsFix, GpsNoFix)), (self.app.imu, (ImuReading,)), (self.app.base, (WheelFeedback,))]
+        forwarders = []
+        for drv, kinds in sources:
+            if drv is None:
+                continue
+            q = drv.subscribe(kinds=kinds)
+
+            async def forward(q=q):
+                while True:
+                    item = await q.get()
+                    if merged.full():
+                        merged.get_nowait()
+                    merged.put_nowait(item)
+            forwarders.append(asyncio.ensure_future(forward()))
+        robot = self.app.config.robot
+        x = y = yaw = 0.0
+        last_odom_t = None
         last_cmd = 0.0
-        while True:
-            try:
-                r = await asyncio.wait_for(queue.get(), 0.1) if queue is not None else None
-            except asyncio.TimeoutError:
-                r = None
-            rec = self.recorder
-            if rec is None:
-                return
-            if isinstance(r, GpsFix):
-                hacc = (r.covariance_enu_m2[0] + r.covariance_enu_m2[1]) ** 0.5 if r.covariance_enu_m2 else None
-                rec.on_fix(r.t_mono_s, r.latitude_deg, r.longitude_deg, quality=r.quality, hacc_m=hacc)
-            elif isinstance(r, GpsNoFix):
-                rec.on_fix(r.t_mono_s, None, None, quality=0)
-            elif isinstance(r, ImuReading) and r.angular_velocity_radps and r.linear_acceleration_mps2:
-                rec.on_imu(r.t_mono_s, r.linear_acceleration_mps2, r.angular_velocity_radps)
-            now = time.monotonic()
-            if now - last_cmd >= 0.1:
-                cmd = self.app.command
-                rec.on_cmd(now, cmd.v_mps, cmd.omega_radps)
-                last_cmd = now
+        try:
+            while True:
+                try:
+                    r = await asyncio.wait_for(merged.get(), 0.1)
+                except asyncio.TimeoutError:
+                    r = None
+                rec = self.recorder
+                if rec is None:
+                    return
+                if isinstance(r, GpsFix):
+                    cov = r.covariance_enu_m2
+                    hacc = (cov[0] + cov[1]) ** 0.5 if cov else None
+                    rec.on_fix(r.t_mono_s, r.latitude_deg, r.longitude_deg, quality=r.quality, hacc_m=hacc)
+                elif isinstance(r, GpsNoFix):
+                    rec.on_fix(r.t_mono_s, None, None, quality=0)
+                elif isinstance(r, ImuReading) and r.angular_velocity_radps and r.linear_acceleration_mps2:
+                    rec.on_imu(r.t_mono_s, r.linear_acceleration_mps2, r.angular_velocity_radps)
+                elif isinstance(r, WheelFeedback):
+                    v, w = wheels_to_twist(r.left.velocity_radps, r.right.velocity_radps,
+                                           wheel_radius_m=robot.wheel_radius_m,
+                                           wheel_separation_m=robot.wheel_separation_m)
+                    if last_odom_t is not None:
+                        dt = max(0.0, min(r.t_mono_s - last_odom_t, 0.5))
+                        x += v * math.cos(yaw) * dt
+                        y += v * math.sin(yaw) * dt
+                        yaw = (yaw + w * dt + math.pi) % (2 * math.pi) - math.pi
+                    last_odom_t = r.t_mono_s
+                    rec.on_odom(r.t_mono_s, x, y, yaw, v, w)
+                now = time.monotonic()
+                if now - last_cmd >= 0.1:
+                    cmd = self.app.command
+                    rec.on_cmd(now, cmd.v_mps, cmd.omega_radps)
+                    last_cmd = now
+        finally:
+            for f in forwarders:
+                f.cancel()
+            await asyncio.gather(*forwarders, return_exceptions=True)
 
     async def stop(self) -> dict:
         if self.recorder is None:
@@ -118,7 +161,7 @@ class RecordingService:
         if not isinstance(logs, list) or not logs:
             raise RecordingError("give the names of one or more recorded drives")
         folders = [self.logs_dir / check_name(n) for n in logs]
-        missing = [f.name for f in folders if not f.is_dir()]
+        missing = [f.name for f in folders if not (f / "log.sqlite").is_file()]
         if missing:
             raise RecordingError(f"no recorded drive named {', '.join(missing)}")
         if self.build_state == "building":

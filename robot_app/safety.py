@@ -52,8 +52,9 @@ class SafetyMonitor:
         e, n, _, _ = utm.from_latlon(lat, lon, force_zone_number=z, force_zone_letter=letter)
         self._fence_xy, self._fence_zone = np.stack([e, n], axis=1), (z, letter)
 
-    def check(self, base, *, now: float | None = None) -> Fault | None:
-        """The first fault found in the base's latest readings, or None."""
+    def check(self, base, *, now: float | None = None, gps=None, imu=None) -> Fault | None:
+        """The first fault found in the latest readings, or None. ``gps`` / ``imu`` are the drivers those
+        readings come from (default: the base)."""
         from firmware_bridge.readings import BaseStatus, GpsFix, ImuReading, WheelFeedback
 
         now = time.monotonic() if now is None else now
@@ -76,7 +77,7 @@ class SafetyMonitor:
         fb = base.latest(WheelFeedback, max_age_s=1.0)
         if fb is not None and (fb.left.fault or fb.right.fault):
             return Fault("driver-fault", "a wheel motor driver reports a fault")
-        imu = base.latest(ImuReading, max_age_s=1.0)
+        imu = (imu or base).latest(ImuReading, max_age_s=1.0)
         if imu is not None and imu.linear_acceleration_mps2 is not None:
             ax, ay, az = imu.linear_acceleration_mps2
             norm = math.sqrt(ax * ax + ay * ay + az * az)
@@ -89,7 +90,7 @@ class SafetyMonitor:
                 else:
                     self._tilt_since = None
         if self._fence_xy is not None:
-            fix = base.latest(GpsFix, max_age_s=5.0)
+            fix = (gps or base).latest(GpsFix, max_age_s=5.0)
             if fix is not None:
                 import utm
 

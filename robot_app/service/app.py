@@ -89,7 +89,7 @@ class ControlLoop:
             cmd = self.app.command
             fresh = now - cmd.t_mono_s <= robot.cmd_timeout_s
             base = self.app.base
-            fault = self.app.safety.check(base, now=now)
+            fault = self.app.safety.check(base, now=now, gps=self.app.gps, imu=self.app.imu)
             if (fault and fault.kind) != (self.app.fault and self.app.fault.kind):
                 self.app.on_fault(fault)
             elif fault is not None:
@@ -189,6 +189,21 @@ class App:
         self._llm_lock = threading.Lock()
         self._stop = asyncio.Event()
 
+    @property
+    def gps(self):
+        """The driver GPS fixes come from: the separate receiver (``[serial] gps_source = "serial"``) or the
+        base MCU (its ``navsat/nmea_sentence`` topic); None with ``gps_source = "none"``."""
+        if self.config.serial.gps_source == "none":
+            return None
+        return self.drivers.get("gps") or self.base
+
+    @property
+    def imu(self):
+        """The driver IMU readings come from: the Microstrain (``imu_source = "mip"``) or the base MCU."""
+        if self.config.serial.imu_source == "none":
+            return None
+        return self.drivers.get("imu") or self.base
+
     def on_fault(self, fault) -> None:
         """A safety fault appeared (or cleared): a running route ends; commands are zero meanwhile."""
         self.fault = fault
@@ -250,7 +265,8 @@ class App:
         st = base.latest(BaseStatus, max_age_s=5.0) if base is not None else None
         out["battery_v"] = st.battery_v if st is not None else None
         out["hardware_estop"] = bool(st.estop_stopped) if st is not None else None
-        fix = base.latest(GpsFix, max_age_s=self.config.serial.gps_max_age_s) if base is not None else None
+        gps = self.gps
+        fix = gps.latest(GpsFix, max_age_s=self.config.serial.gps_max_age_s) if gps is not None else None
         out["gps"] = None if fix is None else {"lat_deg": fix.latitude_deg, "lon_deg": fix.longitude_deg,
                                                 "quality": fix.quality, "hdop": fix.hdop}
         return out

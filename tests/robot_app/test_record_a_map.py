@@ -60,6 +60,8 @@ def test_record_drive_build_map_and_plan_on_it(tmp_path):
                     assert (await http.post(url + "/api/record/start", json={"name": "../etc"})).status == 409
                     r = await http.post(url + "/api/record/start", json={"name": "drive1"})
                     assert r.status == 200
+                    again = await http.post(url + "/api/record/start", json={"name": "drive2"})
+                    assert again.status == 409 and "already recording" in (await again.json())["error"]
                     t0 = time.monotonic()
                     while time.monotonic() - t0 < 8.0:  # the operator drives east at 1.5 m/s (teleop stand-in)
                         app.command = Command(1.5, 0.0, time.monotonic(), "teleop")
@@ -87,7 +89,10 @@ def test_record_drive_build_map_and_plan_on_it(tmp_path):
     asyncio.run(main_())
     tl = read_log(tmp_path / "logs" / "drive1")
     assert tl.frame_t_s.size >= 20
-    assert np.all(np.diff(tl.frame_t_s) >= 0.2)  # 4 Hz of a 15 Hz camera
+    assert np.all(np.diff(tl.frame_t_s) >= 0.2 - 1e-9)  # 4 Hz of a 15 Hz camera, at least 0.8 periods apart
     assert np.sum(tl.gps["quality"] > 0) >= 40
+    # wheel odometry integrated from the MCU's feedback: about 12 m east (1.5 m/s for 8 s), straight
+    assert tl.odom["t_s"].size > 100
+    assert 9.0 < tl.odom["x_m"][-1] < 14.0 and abs(tl.odom["y_m"][-1]) < 0.5
     with open_map(tmp_path / "maps" / "current.sqlite") as m:
         assert m.image_count() == len(m.nodes) and np.ptp(m.nodes.easting_m) > 6.0
