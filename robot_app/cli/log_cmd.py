@@ -21,6 +21,10 @@ def register(sub, groups) -> None:
 
 
 def _import(args, config) -> int:
+    try:
+        import h5py  # noqa: F401
+    except ImportError as exc:
+        raise UsageError("importing RECON files needs h5py: pip install 'robot-app[recon]'") from exc
     from robot_app.recon_import import ReconFormatError, import_recon
 
     try:

@@ -89,3 +89,22 @@ def test_recon_bad_files(tmp_path, capsys, kind, message):
         write_recon(path, bad_key="gps/latlong")
     assert main(["log", "import-recon", str(path), "--out", str(tmp_path / "log")]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_second_import_appends_after_the_first_and_bad_files_write_nothing(tmp_path, capsys):
+    write_recon(tmp_path / "a.hdf5", n=20)
+    write_recon(tmp_path / "b.hdf5", n=20, start=(0.0, 22.0))
+    write_recon(tmp_path / "bad.hdf5", bad_key="gps/latlong")
+    (tmp_path / "junk.hdf5").write_bytes(b"not hdf5")
+    log = tmp_path / "log"
+    assert main(["log", "import-recon", str(tmp_path / "a.hdf5"), "--out", str(log)]) == 0
+    assert main(["log", "import-recon", str(tmp_path / "b.hdf5"), "--out", str(log)]) == 0
+    tl = read_log(log)
+    assert tl.frame_t_s.size == 40 and np.all(np.diff(tl.frame_t_s) > 0)
+    assert tl.frame_t_s[20] - tl.frame_t_s[19] >= 10.0 - 1e-9  # the second drive starts 10 s after the first
+    capsys.readouterr()
+    assert main(["log", "import-recon", str(tmp_path / "a.hdf5"), str(tmp_path / "bad.hdf5"), "--out", str(log)]) == 2
+    assert read_log(log).frame_t_s.size == 40           # the good file before the bad one was not written
+    assert main(["log", "import-recon", str(tmp_path / "junk.hdf5"), "--out", str(tmp_path / "new")]) == 2
+    assert "junk.hdf5: not an HDF5 file" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
