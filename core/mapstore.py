@@ -237,7 +237,10 @@ def _load(path: Path, conn: sqlite3.Connection, *, check: bool) -> TopoMap:
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if not _TABLES <= tables:
         raise MapFormatError(f"{path}: not a map file (missing tables: {', '.join(sorted(_TABLES - tables))})")
-    meta = {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+    try:
+        meta = {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise MapFormatError(f"{path}: not a map file (unreadable metadata: {exc})") from exc
     version = meta.get("format_version")
     if not isinstance(version, int):
         raise MapFormatError(f"{path}: map has no format_version")

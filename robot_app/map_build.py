@@ -234,6 +234,10 @@ def build_map(log_dirs: Sequence[str | Path], out: str | Path, *, config, models
 
     mc = config.mapping
     out = Path(out)
+    if out.is_dir():
+        raise ValueError(f"--out {out}: is a folder; give the map file's name (e.g. {out}/map.sqlite)")
+    if not out.parent.is_dir():
+        raise ValueError(f"--out {out}: the folder {out.parent} does not exist")
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out}: map exists (use --overwrite to replace it)")
     models_dir = Path(models_dir or config.paths.models_dir)

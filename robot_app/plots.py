@@ -8,6 +8,26 @@ from typing import Sequence
 import numpy as np
 
 
+PLOT_FORMATS = (".png", ".pdf", ".svg")
+
+
+def check_plot_path(path: str, option: str) -> None:
+    """Refuse an output the plots cannot write, before any work is done.
+
+    Raises
+    ------
+    robot_app.cli.UsageError
+        Unsupported extension, or the folder does not exist.
+    """
+    from robot_app.cli import UsageError
+
+    p = Path(path)
+    if p.suffix.lower() not in PLOT_FORMATS:
+        raise UsageError(f"{option} {path}: use a {', '.join(PLOT_FORMATS)} file name")
+    if p.parent != Path("") and not p.parent.is_dir():
+        raise UsageError(f"{option} {path}: the folder {p.parent} does not exist")
+
+
 def plot_walk(out: str | Path, *, xy_m: np.ndarray, edges: np.ndarray, walk: np.ndarray | None,
               landmark_nodes: Sequence[int] = (), landmark_names: Sequence[str] = (),
               start: int | None = None, title: str = "", truth_nodes: Sequence[Sequence[int]] = ()) -> Path:

@@ -119,7 +119,10 @@ def _example(args, config) -> int:
     except KeyError as exc:
         raise UsageError(str(exc.args[0])) from exc
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot create the folder ({exc.strerror or exc})") from exc
     map_path = out / "map.sqlite"
     try:
         writer = MapWriter.create(map_path, overwrite=args.overwrite,
@@ -166,8 +169,9 @@ def _build(args, config) -> int:
 
 
 def _plot(args, config) -> int:
-    from robot_app.plots import plot_map
+    from robot_app.plots import check_plot_path, plot_map
 
+    check_plot_path(args.out, "--out")
     try:
         thumbs = [int(x) for x in args.thumbnails.split(",") if x.strip()]
     except ValueError as exc:

@@ -64,6 +64,10 @@ def _plan(args, config) -> int:
     if not np.isfinite(alpha) or alpha < 0:
         raise UsageError(f"--alpha: expected a finite value >= 0, got {alpha}")
     planner = args.planner or config.planner.planner
+    if args.plot:
+        from robot_app.plots import check_plot_path
+
+        check_plot_path(args.plot, "--plot")
     with open_map_or_usage_error(args.map) as m:
         landmarks, logp, grounding = _landmarks_and_scores(args, config, m)
         try:

@@ -152,3 +152,34 @@ def test_instruction_without_clip_is_refused_with_what_to_install(example, capsy
     err = capsys.readouterr().err
     assert "planning from an instruction needs CLIP" in err and "clip-image.onnx" in err
     assert "--scores" in err  # says what works without it
+
+
+@pytest.mark.parametrize("argv_tail, message", [
+    (["--plot", "/tmp/walk.xyz"], "--plot /tmp/walk.xyz: use a .png, .pdf, .svg file name"),
+    (["--plot", "/nonexistent-dir/walk.png"], "the folder /nonexistent-dir does not exist"),
+])
+def test_bad_plot_paths_are_refused_before_planning(example, capsys, argv_tail, message):
+    capsys.readouterr()
+    assert main(plan_argv(example, *argv_tail)) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.out == ""
+
+
+def test_map_with_unreadable_metadata_is_refused(example, tmp_path, capsys):
+    import shutil
+    import sqlite3
+
+    bad = tmp_path / "bad.sqlite"
+    shutil.copy(example / "map.sqlite", bad)
+    with sqlite3.connect(bad) as c:
+        c.execute("UPDATE meta SET value = 'abc' WHERE key = 'format_version'")
+    assert main(["map", "info", str(bad)]) == 2
+    assert "unreadable metadata" in capsys.readouterr().err
+
+
+def test_map_build_and_example_refuse_bad_out(tmp_path, capsys):
+    assert main(["map", "build", str(tmp_path), "--out", str(tmp_path / "no" / "m.sqlite")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "afile").write_text("x")
+    assert main(["map", "example", "--out", str(tmp_path / "afile")]) == 2
+    assert "cannot create the folder" in capsys.readouterr().err
