@@ -116,8 +116,11 @@ def _devices(args, config) -> int:
             lines = read_nmea_log(args.gps_log)
         except OSError as exc:
             raise UsageError(f"--gps-log {args.gps_log}: {exc.strerror or exc}") from exc
-    if args.dir and not Path(args.dir).is_dir():
-        raise UsageError(f"--dir {args.dir}: not a directory")
+    if args.dir:
+        try:
+            Path(args.dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--dir {args.dir}: cannot create the folder ({exc.strerror or exc})") from exc
 
     async def run(directory: str) -> None:
         async with SimulatedDevices(directory, plant=plant, gps=not args.no_gps, gps_lines=lines,

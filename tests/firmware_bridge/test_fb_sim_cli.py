@@ -34,7 +34,7 @@ def test_sim_devices_cli_prints_ports(tmp_path, capsys):
     (["--origin", "north"], "lat,lon"),
     (["--origin", "95,0"], "not a valid"),
     (["--gps-log", "/nonexistent.log"], "gps-log"),
-    (["--dir", "/nonexistent-dir"], "not a directory"),
+    (["--dir", "/proc/robot-app-test"], "cannot create the folder"),
     (["--drive-log", "/nonexistent-dir/x.jsonl"], "drive-log"),
 ])
 def test_sim_devices_bad_arguments(capsys, argv, match):
