@@ -31,7 +31,8 @@ from core.landmarks.phrases import find_phrases, is_open_word
 
 log = logging.getLogger(__name__)
 
-_TOKEN = re.compile(r"[A-Za-z0-9]+(?:['\-][A-Za-z0-9]+)*|[.,;:!?]")
+# letters and digits of any script ("Café", "naïve"), with inner apostrophes and hyphens
+_TOKEN = re.compile(r"[^\W_]+(?:['\-][^\W_]+)*|[.,;:!?]")
 _SENTENCE_END = frozenset(".!?")
 _CLAUSE_PUNCT = frozenset(",;:")
 _CLAUSE_WORDS = frozenset({

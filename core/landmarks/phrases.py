@@ -64,7 +64,9 @@ def _is_plural(word: str) -> bool:
 
 def _indefinite(first_word: str) -> str:
     w = first_word
-    if w.isupper() and len(w) > 1:  # acronyms by letter name: "an SUV", "an RV", "a UPS truck"
+    # short or vowel-less capitals are read letter by letter: "an SUV", "an RV", "a UPS truck";
+    # longer shouted words are words: "a STOP SIGN"
+    if w.isupper() and len(w) > 1 and (len(w) <= 3 or not any(c in "AEIOU" for c in w)):
         return "an" if w[0] in "AEFHILMNORSX" else "a"
     low = w.lower()
     if low.startswith(("uni", "use", "usu", "one", "eu", "ur")):

@@ -133,3 +133,10 @@ def test_parser_never_raises_and_returns_clean_strings(text):
     assert isinstance(out, list)
     for lm in out:
         assert isinstance(lm, str) and lm == lm.strip() and lm
+
+
+def test_non_ascii_letters_and_shouted_words_are_kept():
+    from core.landmarks import parse_landmarks
+
+    got = parse_landmarks("Go to Café Strada, then stop at the STOP SIGN. Pass the SUV.")
+    assert got == ["Café Strada", "a STOP SIGN", "an SUV"]
