@@ -33,12 +33,15 @@ import numpy as np
 DEFAULT_EPSILON_S = 2.0
 
 
-def select_nodes(t_s: np.ndarray, xy_m: np.ndarray, *, min_travel_m: float = 3.0, min_dt_s: float = 1.0) -> np.ndarray:
+def select_nodes(t_s: np.ndarray, xy_m: np.ndarray, *, min_travel_m: float = 3.0, min_dt_s: float = 1.0,
+                 odometer_m: np.ndarray | None = None) -> np.ndarray:
     """Indices of the frames that become nodes (one log, frames in time order).
 
     Parameters
     ----------
     t_s : (F,) float seconds; xy_m : (F, 2) float metres (UTM), NaN rows are skipped.
+    odometer_m : optional (F,) float, distance driven up to each frame (wheel odometry). Without it the
+        distance is measured along the GPS track, which receiver noise lengthens.
 
     Returns
     -------
@@ -60,8 +63,13 @@ def select_nodes(t_s: np.ndarray, xy_m: np.ndarray, *, min_travel_m: float = 3.0
         if last_xy is None:
             out.append(i)
             last_xy, last_t, prev = xy[i], t_s[i], xy[i]
+            prev_odo = odometer_m[i] if odometer_m is not None else 0.0
             continue
-        travelled += float(np.hypot(*(xy[i] - prev)))
+        if odometer_m is not None:
+            travelled += float(odometer_m[i] - prev_odo)
+            prev_odo = odometer_m[i]
+        else:
+            travelled += float(np.hypot(*(xy[i] - prev)))
         prev = xy[i]
         if travelled >= min_travel_m - 1e-9 and t_s[i] - last_t >= min_dt_s - 1e-9:
             out.append(i)

@@ -264,6 +264,9 @@ def _load(path: Path, conn: sqlite3.Connection, *, check: bool) -> TopoMap:
     edges = EdgeTable(np.array([r[0] for r in erows], dtype=np.int64), np.array([r[1] for r in erows], dtype=np.int64),
                       np.array([r[2] for r in erows], dtype=np.float32),
                       np.array([r[3] for r in erows], dtype=str).reshape(len(erows)))
+    if n and not (np.all(np.isfinite(nodes.lat_deg)) and np.all(np.isfinite(nodes.lon_deg))
+                  and np.all(np.isfinite(nodes.easting_m)) and np.all(np.isfinite(nodes.northing_m))):
+        raise MapFormatError(f"{path}: a node has a non-finite position")
     if len(edges) and (edges.src.min() < 0 or edges.dst.min() < 0 or max(edges.src.max(), edges.dst.max()) >= n):
         raise MapFormatError(f"{path}: an edge refers to a node that does not exist")
     if len(edges) and not np.all(np.isfinite(edges.weight_steps)):

@@ -72,6 +72,22 @@ def _utm_xy(lat: np.ndarray, lon: np.ndarray, zone: tuple[int, str] | None):
     return np.stack([np.asarray(e, float), np.asarray(n, float)], axis=1), zone
 
 
+def _odometer_at(tl: TraversalLog) -> np.ndarray | None:
+    """Distance driven (m) up to each frame from the log's wheel odometry, or None without it.
+
+    Used for node spacing because GPS noise lengthens a track measured from fixes (2 m of noise can
+    triple the node count, and the VNM work with it).
+    """
+    o = tl.odom
+    if o["t_s"].size < 2 or tl.frame_t_s.size == 0:
+        return None
+    step = np.hypot(np.diff(o["x_m"]), np.diff(o["y_m"]))
+    if not np.all(np.isfinite(step)):
+        return None
+    cum = np.concatenate([[0.0], np.cumsum(step)])
+    return np.interp(tl.frame_t_s, o["t_s"], cum)
+
+
 def select_build_nodes(logs: Sequence[TraversalLog], *, min_travel_m: float, min_dt_s: float,
                        epsilon_s: float) -> BuildNodes:
     """Nodes of every log (frames with a GPS position, subsampled by travel)."""
@@ -85,7 +101,8 @@ def select_build_nodes(logs: Sequence[TraversalLog], *, min_travel_m: float, min
         xy = np.full((lat.size, 2), np.nan)
         xy_valid, zone = _utm_xy(lat[valid], lon[valid], zone)
         xy[valid] = xy_valid
-        idx = gb.select_nodes(tl.frame_t_s, xy, min_travel_m=min_travel_m, min_dt_s=min_dt_s)
+        idx = gb.select_nodes(tl.frame_t_s, xy, min_travel_m=min_travel_m, min_dt_s=min_dt_s,
+                              odometer_m=_odometer_at(tl))
         ft = tl.frame_t_s
         frame_gaps = np.concatenate([[0.0], np.diff(ft)]) > epsilon_s
         gap_count = np.cumsum(frame_gaps)

@@ -71,6 +71,8 @@ def load_scores(path: str, *, n_nodes: int, n_landmarks: int) -> np.ndarray:
         raise PlanningError(f"--scores {path}: expected floats, got {scores.dtype}")
     if np.isnan(scores).any():
         raise PlanningError(f"--scores {path}: contains NaN")
+    if np.isposinf(scores).any():
+        raise PlanningError(f"--scores {path}: contains +inf (log-likelihoods are finite or -inf)")
     return scores.astype(np.float64)
 
 

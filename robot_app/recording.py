@@ -166,6 +166,8 @@ class RecordingService:
             raise RecordingError(f"no recorded drive named {', '.join(missing)}")
         if self.build_state == "building":
             raise RecordingError("a map is being built already")
+        if self.app.mission.state == "running" and (self.maps_dir / f"{name}.sqlite") == self.app.mission.map_path():
+            raise RecordingError(f"a route is driving on map {name!r}: stop it before rebuilding the map")
         self.build_state, self.build_message, self.build_report = "building", f"building map {name!r}", None
         self._build_task = asyncio.ensure_future(self._build(folders, name))
 

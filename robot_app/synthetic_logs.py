@@ -51,10 +51,10 @@ def tiny_jpeg(rgb, *, size=(32, 24), seed: int = 0) -> bytes:
 def write_synthetic_log(folder: str | Path, waypoints_m, *, speed_mps: float = 1.0, rate_hz: float = 4.0,
                         t0_s: float = 0.0, gps_noise_m: float = 0.0, seed: int = 0,
                         gps_dropout: tuple[float, float] | None = None, colour_fn=None,
-                        anchor: tuple[float, float] = ANCHOR) -> np.ndarray:
+                        anchor: tuple[float, float] = ANCHOR, odometry: bool = False) -> np.ndarray:
     """Write a drive along ``waypoints_m`` to a traversal log; returns the true positions (F, 2) m.
 
-    ``anchor`` is the WGS-84 origin of the local frame. ``gps_dropout`` = (t_start, t_end) seconds of the drive with quality-0 fixes. ``colour_fn(xy)`` gives
+    ``anchor`` is the WGS-84 origin of the local frame; ``odometry`` adds true wheel-odometry samples. ``gps_dropout`` = (t_start, t_end) seconds of the drive with quality-0 fixes. ``colour_fn(xy)`` gives
     the frame colour (default: a smooth function of position).
     """
     rng = np.random.default_rng(seed)
@@ -70,4 +70,7 @@ def write_synthetic_log(folder: str | Path, waypoints_m, *, speed_mps: float = 1
             w.add_gps(t, None if dropped else float(lat[i]), None if dropped else float(lon[i]),
                       quality=0 if dropped else 1, hacc_m=None if dropped else max(gps_noise_m, 0.5))
             w.add_cmd(t, speed_mps, 0.0)
+            if odometry:
+                d = xy[min(i + 1, len(xy) - 1)] - xy[max(i - 1, 0)]
+                w.add_odom(t, float(p[0]), float(p[1]), float(np.arctan2(d[1], d[0])), speed_mps, 0.0)
     return xy

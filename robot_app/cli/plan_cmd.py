@@ -23,7 +23,7 @@ def register(sub, groups) -> None:
                    help="weight per VNM time step (default: [planner] alpha of the config)")
     p.add_argument("--planner", choices=("lmnav", "max-likelihood"), default=None,
                    help="search (default: [planner] planner of the config)")
-    p.add_argument("--parser", choices=("rules", "llm"), default=None,
+    p.add_argument("--parser", choices=("auto", "rules", "llm"), default=None,
                    help="landmark parser for --instruction (default: the config's)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--plot", metavar="OUT.png", help="write a picture of the map, the walk and the landmarks")

@@ -95,3 +95,11 @@ def test_cli_map_build_info_plot(tmp_path, crossing_logs, capsys):
     capsys.readouterr()
     assert main(["map", "build", str(tmp_path / "nolog"), "--out", str(tmp_path / "x.map")]) == 2
     assert "not a traversal log" in capsys.readouterr().err
+
+
+def test_node_spacing_follows_odometry_not_gps_noise(tmp_path):
+    write_synthetic_log(tmp_path / "clean", [(0, 0), (90, 0)], seed=1)
+    write_synthetic_log(tmp_path / "noisy", [(0, 0), (90, 0)], seed=1, gps_noise_m=2.0, odometry=True)
+    clean = build_map([tmp_path / "clean"], tmp_path / "c.map", config=cfg(tmp_path)).nodes
+    noisy = build_map([tmp_path / "noisy"], tmp_path / "n.map", config=cfg(tmp_path)).nodes
+    assert 29 <= clean <= 31 and abs(noisy - clean) <= 2  # one node per 3 m over 90 m
