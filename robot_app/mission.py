@@ -38,6 +38,7 @@ class MissionExecutive:
         self._walk_latlon: tuple | None = None
         self._walk_jpegs: list = []
         self.max_replans = 2
+        self.map_zone: tuple | None = None  # UTM zone of the route map, once it has been opened
 
     # -- map ------------------------------------------------------------------------------------------
     def map_path(self) -> Path:
@@ -48,7 +49,10 @@ class MissionExecutive:
         from core.mapstore import MapFormatError, open_map
 
         try:
-            return open_map(self.map_path())
+            m = open_map(self.map_path())
+            if len(m.nodes):
+                self.map_zone = (int(m.nodes.utm_zone[0]), str(m.nodes.utm_band[0]))
+            return m
         except (FileNotFoundError, MapFormatError) as exc:
             raise MissionError(f"no usable map: {exc}") from exc
 

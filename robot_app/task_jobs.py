@@ -159,6 +159,7 @@ class TaskJobs:
         self.cancelled = threading.Event()
         self._ids = itertools.count(1)
         self._task: asyncio.Task | None = None
+        self._run_obj = None  # the LaspRun in progress: its trace grows live
 
     def places(self) -> dict[str, int]:
         out = {}
@@ -226,7 +227,7 @@ class TaskJobs:
         self._task = asyncio.ensure_future(self._run(task, places))
 
     async def _run(self, task, places) -> None:
-        from core.lasp.loop import run_lasp
+        from core.lasp.loop import LaspRun
 
         from robot_app.cli.lasp_cmd import _loop_config, make_similarity
 
@@ -234,7 +235,8 @@ class TaskJobs:
         try:
             diagnoser = await asyncio.to_thread(self._diagnoser, make_similarity)
             t0 = time.monotonic()
-            res = await asyncio.to_thread(run_lasp, task, env, diagnoser, _loop_config(self.app.config))
+            self._run_obj = LaspRun(task, env, diagnoser, _loop_config(self.app.config))
+            res = await asyncio.to_thread(self._run_obj.run)
             self.result = res.as_dict()
             self.state = "succeeded" if res.success else "failed"
             self.message = (f"task {'done' if res.success else 'not done'} in {time.monotonic() - t0:.0f} s: "
@@ -270,7 +272,7 @@ class TaskJobs:
 
     def status(self) -> dict:
         q = self.question
-        trace = (self.result or {}).get("trace", [])
+        trace = (self.result or {}).get("trace") or (list(self._run_obj.trace) if self._run_obj is not None else [])
         return {"state": self.state, "message": self.message,
                 "question": None if q is None else {"id": q.id, "text": q.text},
                 "plan": (self.result or {}).get("plan"), "learned": (self.result or {}).get("learned"),

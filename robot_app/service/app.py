@@ -267,6 +267,13 @@ class App:
         out["hardware_estop"] = bool(st.estop_stopped) if st is not None else None
         gps = self.gps
         fix = gps.latest(GpsFix, max_age_s=self.config.serial.gps_max_age_s) if gps is not None else None
+        if fix is not None and self.mission.map_zone is not None:  # for the map screen
+            import utm
+
+            z, band = self.mission.map_zone
+            e, n, _, _ = utm.from_latlon(fix.latitude_deg, fix.longitude_deg, force_zone_number=z,
+                                         force_zone_letter=band)
+            out["robot_utm_m"] = [float(e), float(n)]
         out["gps"] = None if fix is None else {"lat_deg": fix.latitude_deg, "lon_deg": fix.longitude_deg,
                                                 "quality": fix.quality, "hdop": fix.hdop}
         return out

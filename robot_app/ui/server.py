@@ -89,10 +89,12 @@ def build_app(robot) -> web.Application:
             import numpy as np
 
             xy = np.stack([m.nodes.easting_m, m.nodes.northing_m], axis=1)
-            xy = xy - xy.min(axis=0)
+            origin = xy.min(axis=0)
+            xy = xy - origin
             edges = np.stack([m.edges.src, m.edges.dst], axis=1)
             return web.json_response({"xy_m": np.round(xy, 2).tolist(), "edges": edges.tolist(),
-                                      "path": str(m.path)})
+                                      "path": str(m.path), "origin_utm_m": origin.tolist(),
+                                      "utm_zone": [int(m.nodes.utm_zone[0]), str(m.nodes.utm_band[0])]})
 
     async def map_image(request):
         try:

@@ -95,6 +95,14 @@ def test_operator_plans_drives_and_stops_from_the_touchscreen(tmp_path, route_se
                             assert await page.is_visible(f"#screen-{screen}")
                         await page.click('.tab[data-screen="task"]')
                         await page.screenshot(path=str(ARTIFACTS / "task-800x480.png"))
+                        # the map shows the robot; "Set start" then a tap picks the start node of the next plan
+                        await page.set_viewport_size({"width": 1280, "height": 800})
+                        await page.click('.tab[data-screen="map"]')
+                        await page.click("#pick-start")
+                        x, y = await page.evaluate("window.robotUi.nodePixel(1)")
+                        await page.mouse.click(x, y)
+                        await page.wait_for_function("document.getElementById('map-hint').textContent.startsWith('Start: node 1')")
+                        await page.screenshot(path=str(ARTIFACTS / "map-1280x800.png"))
                         assert not errors, errors
                     finally:
                         await browser.close()

@@ -3,6 +3,9 @@
 const $ = (id) => document.getElementById(id);
 let plan = null;
 let mapData = null;
+let robotXY = null;      // robot position in the map frame (m), from the status stream
+let startNode = null;    // chosen on the map with "Set start"; null = nearest node to the GPS fix
+let pickingStart = false;
 
 async function post(path, body) {
   const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
@@ -26,7 +29,19 @@ function showStatus(s) {
   if (s.safety) { pill($("st-mode"), "SAFETY: " + s.safety.kind, "bad"); $("message").textContent = s.safety.message; }
   $("go").disabled = !(plan && s.mission.state === "confirm");
   $("status-json").textContent = JSON.stringify(s, null, 2);
+  if (mapData && s.robot_utm_m && mapData.origin_utm_m) {
+    robotXY = [s.robot_utm_m[0] - mapData.origin_utm_m[0], s.robot_utm_m[1] - mapData.origin_utm_m[1]];
+    if ($("screen-map").classList.contains("active")) drawMap();
+  }
+
   const t = s.task;
+  $("task-trace").innerHTML = "";
+  (t.trace || []).slice(-12).forEach((e) => {
+    const li = document.createElement("li");
+    li.textContent = e.kind + ": " + (e.step || e.error || e.observation || e.status || "") +
+      (e.observation && e.step ? " (" + e.observation + ")" : "");
+    $("task-trace").append(li);
+  });
   $("task-message").textContent = t.message || "";
   $("task-question").hidden = !t.question;
   if (t.question) { $("task-question-text").textContent = t.question.text; $("task-question").dataset.id = t.question.id; }
@@ -65,11 +80,17 @@ function showPlan(p) {
   drawMap();
 }
 
-function projection() {
+// map metres -> canvas pixels (the same scale on both axes)
+function projectXY() {
   const c = $("map");
   const xs = mapData.xy_m.map((p) => p[0]), ys = mapData.xy_m.map((p) => p[1]);
   const w = Math.max(...xs) || 1, h = Math.max(...ys) || 1, k = Math.min((c.width - 20) / w, (c.height - 20) / h);
-  return (i) => [10 + mapData.xy_m[i][0] * k, c.height - 10 - mapData.xy_m[i][1] * k];
+  return (x, y) => [10 + x * k, c.height - 10 - y * k];
+}
+
+function projection() {
+  const f = projectXY();
+  return (i) => f(mapData.xy_m[i][0], mapData.xy_m[i][1]);
 }
 
 // CSS pixel position of node i on the map canvas (for taps and tests)
@@ -91,6 +112,13 @@ function drawMap() {
     ctx.fillStyle = "#d00000";
     plan.landmarks.forEach((lm) => { const [x, y] = P(lm.node); ctx.fillRect(x - 6, y - 6, 12, 12); });
   }
+  if (startNode !== null) {
+    const [x, y] = P(startNode); ctx.strokeStyle = "#00a000"; ctx.lineWidth = 4; ctx.strokeRect(x - 8, y - 8, 16, 16);
+  }
+  if (robotXY) {  // the robot: a filled circle at its GPS position
+    const [rx, ry] = projectXY()(robotXY[0], robotXY[1]);
+    ctx.fillStyle = "#ff8c00"; ctx.beginPath(); ctx.arc(rx, ry, 9, 0, 2 * Math.PI); ctx.fill();
+  }
 }
 
 // Tap a node on the map: plan the walk to it (works without CLIP), then confirm on the Route screen.
@@ -102,20 +130,32 @@ $("map").onclick = async (ev) => {
     if (d < bestD) { best = i; bestD = d; }
   });
   if (best < 0 || bestD > 40) return;
+  if (pickingStart) {
+    startNode = best; pickingStart = false;
+    $("pick-start").classList.remove("active");
+    $("map-hint").textContent = `Start: node ${best}. Tap a node to drive there.`;
+    drawMap();
+    return;
+  }
   try {
-    plan = await post("/api/route/plan", { goal: best, start: null });
+    plan = await post("/api/route/plan", { goal: best, start: startNode });
     document.querySelector('.tab[data-screen="route"]').click();
     showPlan(plan);
     $("go").disabled = false;
   } catch (e) { $("message").textContent = e.message; }
 };
 window.robotUi = { nodePixel };
+$("pick-start").onclick = () => {
+  pickingStart = !pickingStart;
+  $("pick-start").classList.toggle("active", pickingStart);
+  $("map-hint").textContent = pickingStart ? "Tap the node where the robot stands." : "Tap a node to drive there.";
+};
 
 $("plan").onclick = async () => {
   $("message").textContent = "planning…";
   plan = null; $("go").disabled = true;
   try {
-    plan = await post("/api/route/plan", { instruction: $("instruction").value, start: null });
+    plan = await post("/api/route/plan", { instruction: $("instruction").value, start: startNode });
     showPlan(plan);
     $("go").disabled = false;
   } catch (e) { $("message").textContent = e.message; $("landmarks").innerHTML = ""; }
