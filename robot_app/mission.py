@@ -155,6 +155,7 @@ class MissionExecutive:
             args, mode = self._walk_latlon, "gps"
         self.state, self.message = "running", f"driving the walk ({mode} mode)"
         self.progress = {"started_mono_s": time.monotonic(), "walk_nodes": len(self.plan["nodes"]), "mode": mode}
+        self._nav = nav
         self._nav_task = asyncio.ensure_future(self._drive(nav, args))
 
     async def _drive(self, nav, args) -> None:
@@ -266,7 +267,20 @@ class MissionExecutive:
             self._nav_task.cancel()
             await asyncio.gather(self._nav_task, return_exceptions=True)
 
+    def _live_progress(self) -> dict:
+        """Walk index and next subgoal node while driving (from the navigator's trace)."""
+        nav = getattr(self, "_nav", None)
+        trace = getattr(nav, "trace", None)
+        if self.state != "running" or not trace or self.plan is None:
+            return {}
+        row = trace[-1]
+        idx = int(row[4]) if self.progress.get("mode") == "gps" else int(row[1])
+        walk = self.progress.get("replanned_walk") or self.plan["nodes"]
+        idx = min(idx, len(walk) - 1)
+        return {"walk_index": idx, "subgoal_node": int(walk[min(idx + 1, len(walk) - 1)])}
+
     def status(self) -> dict:
+        progress = {k: v for k, v in self.progress.items() if k != "started_mono_s"}
+        progress.update(self._live_progress())
         return {"state": self.state, "message": self.message, "plan_id": self.plan["id"] if self.plan else None,
-                "progress": {k: v for k, v in self.progress.items() if k != "started_mono_s"},
-                "disengagements": self.disengagements}
+                "progress": progress, "disengagements": self.disengagements}

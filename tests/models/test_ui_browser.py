@@ -59,6 +59,7 @@ def test_operator_plans_drives_and_stops_from_the_touchscreen(tmp_path, route_se
                         await page.click("#plan")
                         await page.wait_for_selector("#landmarks li >> nth=1")
                         assert "red house" in await page.inner_text("#landmarks")
+                        assert "red house" in await page.inner_text("#recent")  # one tap to reuse it
                         assert await page.is_enabled("#go")
                         await page.screenshot(path=str(ARTIFACTS / "route-1280x800.png"))
                         # tap the far end of the drive on the map: a walk there, confirmed with Go
@@ -74,6 +75,7 @@ def test_operator_plans_drives_and_stops_from_the_touchscreen(tmp_path, route_se
                             raise AssertionError(f"tap at ({x}, {y}) planned nothing: {await page.inner_text('#message')!r}")
                         await page.click("#go")
                         await page.wait_for_function("document.getElementById('st-mode').dataset.state === 'running'")
+                        await page.wait_for_function("!document.getElementById('subgoal').hidden")  # next subgoal image
                         for _ in range(60):
                             if abs(sim.plant.state().v_mps) > 0.1:
                                 break

@@ -28,6 +28,12 @@ function showStatus(s) {
   if (s.mission.message) $("message").textContent = s.mission.message;
   if (s.safety) { pill($("st-mode"), "SAFETY: " + s.safety.kind, "bad"); $("message").textContent = s.safety.message; }
   $("go").disabled = !(plan && s.mission.state === "confirm");
+  const sub = s.mission.progress && s.mission.progress.subgoal_node;
+  $("subgoal").hidden = sub === undefined || sub === null;
+  if (sub !== undefined && sub !== null && $("subgoal-img").dataset.node !== String(sub)) {
+    $("subgoal-img").dataset.node = String(sub);
+    $("subgoal-img").src = `/api/map/image/${sub}`;
+  }
   $("status-json").textContent = JSON.stringify(s, null, 2);
   if (mapData && s.robot_utm_m && mapData.origin_utm_m) {
     robotXY = [s.robot_utm_m[0] - mapData.origin_utm_m[0], s.robot_utm_m[1] - mapData.origin_utm_m[1]];
@@ -72,7 +78,8 @@ function showPlan(p) {
     img.onerror = () => { img.style.visibility = "hidden"; };
     img.alt = lm.name;
     const cap = document.createElement("div");
-    cap.textContent = `${lm.name} (node ${lm.node})` + (g && g.not_in_map ? " - not found well" : "");
+    cap.textContent = (lm.name === `node ${lm.node}` ? lm.name : `${lm.name} (node ${lm.node})`)
+      + (g && g.not_in_map ? " - not found well" : "");
     li.append(img, cap);
     list.append(li);
   });
@@ -151,11 +158,34 @@ $("pick-start").onclick = () => {
   $("map-hint").textContent = pickingStart ? "Tap the node where the robot stands." : "Tap a node to drive there.";
 };
 
+// Recent instructions (kept on this screen's browser) and presets, one tap to reuse
+const PRESETS = ["Go past the stop sign, then find the glass building after the white car"];
+function recentList() {
+  try { return JSON.parse(localStorage.getItem("recent-instructions") || "[]"); } catch (e) { return []; }
+}
+function remember(text) {
+  const list = [text, ...recentList().filter((x) => x !== text)].slice(0, 6);
+  try { localStorage.setItem("recent-instructions", JSON.stringify(list)); } catch (e) { /* storage off */ }
+  showRecent();
+}
+function showRecent() {
+  const box = $("recent");
+  box.innerHTML = "";
+  [...recentList(), ...PRESETS.filter((p) => !recentList().includes(p))].slice(0, 6).forEach((text) => {
+    const b = document.createElement("button");
+    b.textContent = text; b.title = text;
+    b.onclick = () => { $("instruction").value = text; };
+    box.append(b);
+  });
+}
+showRecent();
+
 $("plan").onclick = async () => {
   $("message").textContent = "planning…";
   plan = null; $("go").disabled = true;
   try {
     plan = await post("/api/route/plan", { instruction: $("instruction").value, start: startNode });
+    remember($("instruction").value);
     showPlan(plan);
     $("go").disabled = false;
   } catch (e) { $("message").textContent = e.message; $("landmarks").innerHTML = ""; }
