@@ -12,7 +12,10 @@ shipped Jackal jobs domain); the operator gives the goal (PDDL) on the touchscre
   who answers done, or not done with what was observed in words;
 - the robot reports its battery charge (percent, from the MCU's battery voltage) as a property.
 
-Learned knowledge is shown in the trace; the job's status carries the whole trace for the screen.
+What a task learned (a missing precondition, property or object) is shown to the operator, who approves
+it before it is kept: approved knowledge goes into the knowledge file (``[lasp] knowledge_file``, default
+``[paths] logs_dir/../lasp-knowledge.pddl``) and is loaded before every later task, so the same failure
+does not happen twice. The job's status carries the trace for the screen.
 """
 
 from __future__ import annotations
@@ -160,6 +163,7 @@ class TaskJobs:
         self._ids = itertools.count(1)
         self._task: asyncio.Task | None = None
         self._run_obj = None  # the LaspRun in progress: its trace grows live
+        self.pending_learned: list = []  # learned by the last run, waiting for the operator's approval
 
     def places(self) -> dict[str, int]:
         out = {}
@@ -221,6 +225,7 @@ class TaskJobs:
         except (OSError, PddlError) as exc:
             raise TaskError(f"the task cannot be read: {exc}") from exc
         places = self.places()
+        self.prior = self._load_knowledge(task)
         self.loop = asyncio.get_running_loop()
         self.cancelled.clear()
         self.state, self.message, self.result, self.photos = "running", f"planning {goal_pddl.strip()}", None, []
@@ -238,6 +243,7 @@ class TaskJobs:
             self._run_obj = LaspRun(task, env, diagnoser, _loop_config(self.app.config))
             res = await asyncio.to_thread(self._run_obj.run)
             self.result = res.as_dict()
+            self.pending_learned = list(res.learned)
             self.state = "succeeded" if res.success else "failed"
             self.message = (f"task {'done' if res.success else 'not done'} in {time.monotonic() - t0:.0f} s: "
                             f"{res.replans} replans, {len(res.learned)} things learned"
@@ -258,6 +264,41 @@ class TaskJobs:
                                 timeout_s=self.app.config.llm.timeout_s)
         return OfflineDiagnoser(sim)
 
+    def knowledge_path(self) -> Path:
+        c = self.app.config
+        return Path(c.lasp.knowledge_file) if c.lasp.knowledge_file else Path(c.paths.logs_dir).parent / "lasp-knowledge.pddl"
+
+    def _load_knowledge(self, task) -> list:
+        """Apply the approved knowledge to ``task``; returns the edits applied."""
+        from core.lasp.knowledge import apply_edits, parse_pddl_diff
+
+        path = self.knowledge_path()
+        if not path.is_file():
+            return []
+        try:
+            return apply_edits(task, parse_pddl_diff(path.read_text(encoding="utf-8")))
+        except Exception as exc:  # noqa: BLE001 - a damaged file must not stop tasks: say it
+            raise TaskError(f"the knowledge file {path} cannot be read: {exc}") from exc
+
+    def approve(self, keep: bool) -> int:
+        """Keep (or drop) what the last run learned; returns how many edits were kept."""
+        import os
+
+        from core.lasp.knowledge import parse_pddl_diff, to_pddl_diff
+
+        if not self.pending_learned:
+            raise TaskError("nothing learned is waiting for approval")
+        edits, self.pending_learned = self.pending_learned, []
+        if not keep:
+            return 0
+        path = self.knowledge_path()
+        old = parse_pddl_diff(path.read_text(encoding="utf-8")) if path.is_file() else []
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".partial")
+        tmp.write_text(to_pddl_diff(old + edits), encoding="utf-8")
+        os.replace(tmp, path)  # never a half-written knowledge file
+        return len(edits)
+
     def stop(self) -> None:
         self.cancelled.set()
         q = self.question
@@ -276,4 +317,5 @@ class TaskJobs:
         return {"state": self.state, "message": self.message,
                 "question": None if q is None else {"id": q.id, "text": q.text},
                 "plan": (self.result or {}).get("plan"), "learned": (self.result or {}).get("learned"),
+                "awaiting_approval": [e.as_dict() for e in self.pending_learned],
                 "trace": trace[-40:], "photos": len(self.photos)}

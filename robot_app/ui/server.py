@@ -222,6 +222,19 @@ def build_app(robot) -> web.Application:
             return _json_error(409, str(exc))
         return web.json_response(robot.status_dict())
 
+    async def task_approve(request):
+        from robot_app.task_jobs import TaskError
+
+        body = await _body(request)
+        keep = body.get("keep")
+        if not isinstance(keep, bool):
+            return _json_error(400, "keep must be true or false")
+        try:
+            kept = robot.tasks.approve(keep)
+        except TaskError as exc:
+            return _json_error(409, str(exc))
+        return web.json_response({"kept": kept, **robot.status_dict()})
+
     async def task_stop(request):
         robot.tasks.stop()
         return web.json_response(robot.status_dict())
@@ -230,6 +243,7 @@ def build_app(robot) -> web.Application:
     app.router.add_post("/api/task/run", task_run)
     app.router.add_post("/api/task/answer", task_answer)
     app.router.add_post("/api/task/stop", task_stop)
+    app.router.add_post("/api/task/approve", task_approve)
     app.router.add_post("/api/record/start", record_start)
     app.router.add_post("/api/record/stop", record_stop)
     app.router.add_post("/api/map/build", map_build)

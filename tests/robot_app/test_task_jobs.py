@@ -90,3 +90,39 @@ def test_task_job_drives_inspects_and_asks_the_operator(tmp_path, task_app_confi
                 await asyncio.wait_for(task, 15.0)
 
     asyncio.run(main_())
+
+
+def test_learned_knowledge_is_kept_only_when_approved_and_loaded_by_later_tasks(tmp_path, task_app_config):
+    """A run in the Jackal environment learns (closed gate, battery, payload); the operator approves it."""
+    from core.lasp.diagnosis import OfflineDiagnoser
+    from core.lasp.environment import SimulatedEnvironment
+    from core.lasp.loop import run_lasp
+    from core.lasp.model import Task
+    from core.lasp.similarity import lexical_similarity
+    from robot_app.task_jobs import JACKAL_DIR
+
+    robot = Task.from_pddl((JACKAL_DIR / "robot_domain.pddl").read_text(), (JACKAL_DIR / "robot_patrol.pddl").read_text())
+    oracle = Task.from_pddl((JACKAL_DIR / "domain.pddl").read_text(), (JACKAL_DIR / "patrol.pddl").read_text())
+    import json
+
+    env = SimulatedEnvironment(oracle, templates=json.loads((JACKAL_DIR / "observations.json").read_text()), seed=0)
+    learned = run_lasp(robot, env, OfflineDiagnoser(lexical_similarity)).learned
+    assert learned
+
+    async def main_():
+        app = App(dataclasses.replace(task_app_config, serial=dataclasses.replace(
+            task_app_config.serial, base_port="/nonexistent/jackal")))
+        jobs = app.tasks
+        with pytest.raises(TaskError, match="nothing learned"):
+            jobs.approve(True)
+        jobs.pending_learned = list(learned)
+        assert jobs.status()["awaiting_approval"]
+        assert jobs.approve(False) == 0 and not jobs.knowledge_path().exists()
+        jobs.pending_learned = list(learned)
+        assert jobs.approve(True) == len(learned)
+        text = jobs.knowledge_path().read_text()
+        task = Task.from_pddl((JACKAL_DIR / "robot_domain.pddl").read_text(),
+                              (JACKAL_DIR / "robot_patrol.pddl").read_text())
+        assert len(jobs._load_knowledge(task)) == len(learned) and text.strip()
+
+    asyncio.run(main_())

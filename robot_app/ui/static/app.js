@@ -51,6 +51,14 @@ function showStatus(s) {
   $("task-message").textContent = t.message || "";
   $("task-question").hidden = !t.question;
   if (t.question) { $("task-question-text").textContent = t.question.text; $("task-question").dataset.id = t.question.id; }
+  const learned = t.awaiting_approval || [];
+  $("task-learned").hidden = learned.length === 0;
+  $("task-learned-list").innerHTML = "";
+  learned.forEach((e) => {
+    const li = document.createElement("li");
+    li.textContent = e.pddl || e.action && `${e.action}: ${e.precondition || ""}` || JSON.stringify(e);
+    $("task-learned-list").append(li);
+  });
   $("task-plan").innerHTML = "";
   (t.plan || []).forEach((step) => { const li = document.createElement("li"); li.textContent = step; $("task-plan").append(li); });
   const r = s.recording;
@@ -213,6 +221,8 @@ async function answer(done) {
   } catch (e) { $("task-message").textContent = e.message; }
 }
 $("task-done").onclick = () => answer(true);
+$("learned-keep").onclick = async () => { try { await post("/api/task/approve", { keep: true }); } catch (e) { $("task-message").textContent = e.message; } };
+$("learned-drop").onclick = async () => { try { await post("/api/task/approve", { keep: false }); } catch (e) { $("task-message").textContent = e.message; } };
 $("task-failed").onclick = () => answer(false);
 $("rec-start").onclick = async () => {
   try { await post("/api/record/start", { name: $("log-name").value }); }
