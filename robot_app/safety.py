@@ -13,7 +13,9 @@ Checked by the control loop every tick from the drivers' latest readings:
 - the MCU's hardware e-stop loop open.
 
 A fault stops autonomy (the active route ends, commands are zero while it lasts) and is shown on every
-screen; it is never cleared by itself into motion: the operator starts a new route.
+screen; it is never cleared by itself into motion: the operator starts a new route. Geofence and
+battery faults still let the operator drive on the gamepad (to bring the robot back onto the map or to
+its charger); the others stop all motion.
 """
 
 from __future__ import annotations

@@ -29,6 +29,9 @@ from robot_app.service.supervisor import Supervisor
 log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT_S = 4.0
+#: safety faults an operator holding the deadman may still drive through (to get the robot back onto
+#: the map or to the charger); tilt, stall, motor faults and the hardware e-stop stop everything
+TELEOP_THROUGH = frozenset({"geofence", "battery"})
 
 
 def model_inventory(config) -> dict[str, str]:
@@ -94,7 +97,7 @@ class ControlLoop:
                 self.app.on_fault(fault)
             elif fault is not None:
                 self.app.fault = fault  # same kind, fresh figures for the screen
-            if fault is not None:
+            if fault is not None and not (cmd.source == "teleop" and fault.kind in TELEOP_THROUGH):
                 fresh = False
             if base is not None and base.connected and not base.estop_latched:
                 base.set_velocity(cmd.v_mps if fresh else 0.0, cmd.omega_radps if fresh else 0.0)

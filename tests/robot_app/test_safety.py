@@ -118,10 +118,15 @@ def test_low_battery_on_the_simulated_robot_refuses_autonomy(tmp_path):
                 with pytest.raises(MissionError, match="below the floor"):
                     await app.mission.go(1)
                 t0 = time.monotonic()
-                while time.monotonic() - t0 < 1.0:  # a command arrives anyway: the loop sends zero
-                    app.command = Command(1.0, 0.0, time.monotonic(), "teleop")
+                while time.monotonic() - t0 < 1.0:  # an autonomous command arrives anyway: the loop sends zero
+                    app.command = Command(1.0, 0.0, time.monotonic(), "navigator")
                     await asyncio.sleep(0.05)
                 assert abs(sim.plant.state().v_mps) < 0.05
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < 1.0:  # the operator may still drive it home on the pad
+                    app.command = Command(0.5, 0.0, time.monotonic(), "teleop")
+                    await asyncio.sleep(0.05)
+                assert sim.plant.state().v_mps > 0.3
             finally:
                 app.request_stop()
                 await asyncio.wait_for(task, 10.0)
