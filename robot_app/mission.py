@@ -21,6 +21,14 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 
+def fix_error_m(fix) -> float:
+    """1-sigma horizontal error of a GPS fix (m) from its covariance (east + north variances)."""
+    cov = getattr(fix, "covariance_enu_m2", None)
+    if not cov or not all(np.isfinite(cov[:2])):
+        return 5.0
+    return float(np.sqrt(max(cov[0], 0.0) + max(cov[1], 0.0)))
+
+
 class MissionError(ValueError):
     """A request the executive cannot carry out as asked (the message says why, for the operator)."""
 
@@ -58,6 +66,7 @@ class MissionExecutive:
 
     # -- planning -------------------------------------------------------------------------------------
     def _start_node(self, topomap, start: int | None) -> int:
+        self._start_info = None
         n = len(topomap.nodes)
         if start is not None:
             if not 0 <= start < n:
@@ -79,7 +88,46 @@ class MissionExecutive:
         if d[best] > self.app.config.mission.start_max_distance_m:
             raise MissionError(f"the robot is {d[best]:.0f} m from the nearest map node: drive onto the map or "
                                "pick the start node")
-        return best
+        # the GPS prior gives the candidates; the camera picks among them (GPS error is metres)
+        candidates = np.flatnonzero(d <= max(d[best] + 2.0 * fix_error_m(fix), 3.0))
+        picked = self._localise_by_image(topomap, candidates) if candidates.size > 1 else None
+        self._start_info = {"gps_nearest": best, "candidates": candidates.tolist(), "picked": picked}
+        return best if picked is None else picked
+
+    def _localise_by_image(self, topomap, candidates: np.ndarray) -> int | None:
+        """The candidate node the current camera frame matches best: the smallest VNM temporal distance
+        when a VNM is installed, else the highest CLIP image-image cosine; None without a camera frame or
+        models (the GPS-nearest node is used then)."""
+        cam = self.app.camera
+        frame = cam.latest if cam is not None else None
+        if frame is None:
+            return None
+        from robot_app.map_build import decode_jpeg
+
+        try:
+            rgb = decode_jpeg(frame.jpeg)
+            vnm = self.app.vnm_model()
+            if vnm is not None:
+                imgs = [(topomap.images(int(v)) or [None])[0] for v in candidates]
+                keep = [i for i, j in enumerate(imgs) if j is not None]
+                if not keep:
+                    return None
+                ctx = np.concatenate([vnm.preprocess(rgb)] * (vnm.context_size + 1), axis=0)[None]
+                goals = vnm.preprocess_many([decode_jpeg(imgs[i]) for i in keep])
+                dist = vnm.predict(ctx, goals).dist_steps
+                return int(candidates[keep[int(np.argmin(dist))]])
+            clip = self.app.clip_model()
+            if clip is not None:
+                emb, node = topomap.embeddings(clip.model_id)
+                mask = np.isin(node, candidates)
+                if not mask.any():
+                    return None
+                q = clip.encode_images([rgb])[0]
+                sims = emb[mask].astype(np.float32) @ q
+                return int(node[mask][int(np.argmax(sims))])
+        except Exception as exc:  # noqa: BLE001 - localisation by image is a refinement: fall back to GPS
+            log.warning("start localisation by image failed (%s): using the GPS-nearest node", exc)
+        return None
 
     def _plan_blocking(self, instruction: str | None, start: int | None, goal: int | None = None) -> dict:
         from robot_app.grounding_service import ground_instruction
@@ -102,7 +150,8 @@ class MissionExecutive:
             except PlanningError as exc:
                 raise MissionError(str(exc)) from exc
             out = planned.describe(m)
-            out.update(grounding=info, start=s, instruction=instruction, id=next(self._ids))
+            out.update(grounding=info, start=s, instruction=instruction, id=next(self._ids),
+                       start_localisation=self._start_info)
             walk = planned.result.nodes
             self.app.safety.set_geofence(m.nodes.lat_deg, m.nodes.lon_deg)
             self._walk_latlon = (m.nodes.lat_deg[walk].copy(), m.nodes.lon_deg[walk].copy())

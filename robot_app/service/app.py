@@ -189,6 +189,8 @@ class App:
         self._llm_failed = False
         self._vnm = None
         self._vnm_failed = False
+        self._clip = None
+        self._clip_failed = False
         self._llm_lock = threading.Lock()
         self._stop = asyncio.Event()
 
@@ -231,6 +233,19 @@ class App:
                         self._llm_failed = True
                         log.warning("LLM not usable (%s): rule-based landmark parser", exc)
         return self._llm
+
+    def clip_model(self):
+        """The CLIP runtime, opened on first use; None when not installed or unusable."""
+        if self._clip is None and not self._clip_failed and self.models.get("clip") == "installed":
+            from models.clip import open_clip_model
+            from models.sidecar import ModelError
+
+            try:
+                self._clip = open_clip_model(self.config.paths.models_dir, config=self.config)
+            except ModelError as exc:
+                self._clip_failed = True
+                log.warning("CLIP not usable (%s)", exc)
+        return self._clip
 
     def vnm_model(self):
         """The VNM runtime, opened on first use; None when not installed or unusable (GPS mode)."""

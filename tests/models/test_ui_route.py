@@ -174,3 +174,36 @@ def test_the_app_shares_one_llm_worker_for_landmark_parsing(tmp_path, route_setu
             await asyncio.wait_for(task, 15.0)
 
     asyncio.run(main_())
+
+
+def test_start_is_localised_by_the_camera_among_the_gps_candidates(tmp_path, route_setup):
+    from tests.robot_app.test_record_a_map import write_video
+
+    video = tmp_path / "cam.avi"
+    write_video(video, n=30)
+
+    async def main_():
+        ports = tmp_path / "ports"
+        ports.mkdir()
+        async with SimulatedDevices(ports, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
+            cfg = dataclasses.replace(
+                route_setup, serial=dataclasses.replace(route_setup.serial, base_port=str(sim.ports["jackal"])),
+                camera=dataclasses.replace(route_setup.camera, source=str(video), fps=15.0))
+            app = App(cfg)
+            task = asyncio.ensure_future(app.run())
+            try:
+                await app.base.wait_connected(10.0)
+                for _ in range(100):
+                    if app.status_dict()["gps"] and app.camera.latest is not None:
+                        break
+                    await asyncio.sleep(0.1)
+                plan = await app.mission.plan_route(None, goal=5)
+            finally:
+                app.request_stop()
+                await asyncio.wait_for(task, 10.0)
+            return plan
+
+    plan = asyncio.run(main_())
+    loc = plan["start_localisation"]
+    assert loc["gps_nearest"] == 0 and len(loc["candidates"]) >= 2
+    assert loc["picked"] in loc["candidates"] and plan["start"] == loc["picked"]  # CLIP picked it
