@@ -55,6 +55,13 @@ def test_operator_plans_drives_and_stops_from_the_touchscreen(tmp_path, route_se
                         await page.wait_for_function("document.getElementById('st-gps').textContent.startsWith('GPS')")
                         # route from words: parsed landmarks with the chosen node images, Go only after that
                         assert await page.is_disabled("#go")
+                        # the on-screen keyboard types into the focused field
+                        await page.click("#instruction")
+                        assert await page.is_visible("#keyboard")
+                        for key in ["h", "i", "space", "⌫", "⌫", "⌫"]:
+                            await page.click(f'#keyboard button[data-key="{key}"]')
+                        assert await page.input_value("#instruction") == ""
+                        await page.click('#keyboard button[data-key="hide"]')
                         await page.fill("#instruction", "Go past the red house, then stop at the blue car.")
                         await page.click("#plan")
                         await page.wait_for_selector("#landmarks li >> nth=1")

@@ -6,6 +6,7 @@ let mapData = null;
 let robotXY = null;      // robot position in the map frame (m), from the status stream
 let startNode = null;    // chosen on the map with "Set start"; null = nearest node to the GPS fix
 let pickingStart = false;
+const thumbs = {};      // node id -> Image of its first map image
 
 async function post(path, body) {
   const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
@@ -125,7 +126,17 @@ function drawMap() {
     ctx.strokeStyle = "#0050ff"; ctx.lineWidth = 4; ctx.beginPath();
     plan.nodes.forEach((n, i) => (i ? ctx.lineTo(...P(n)) : ctx.moveTo(...P(n)))); ctx.stroke();
     ctx.fillStyle = "#d00000";
-    plan.landmarks.forEach((lm) => { const [x, y] = P(lm.node); ctx.fillRect(x - 6, y - 6, 12, 12); });
+    plan.landmarks.forEach((lm) => {
+      const [x, y] = P(lm.node);
+      ctx.fillRect(x - 6, y - 6, 12, 12);
+      const img = thumbs[lm.node];
+      if (img && img.complete && img.naturalWidth) {  // the landmark's node image beside it
+        const tx = Math.min(x + 8, c.width - 84), ty = Math.max(y - 70, 2);
+        ctx.drawImage(img, tx, ty, 80, 60); ctx.strokeStyle = "#d00000"; ctx.lineWidth = 2; ctx.strokeRect(tx, ty, 80, 60);
+      } else if (!img) {
+        thumbs[lm.node] = new Image(); thumbs[lm.node].onload = drawMap; thumbs[lm.node].src = `/api/map/image/${lm.node}`;
+      }
+    });
   }
   if (startNode !== null) {
     const [x, y] = P(startNode); ctx.strokeStyle = "#00a000"; ctx.lineWidth = 4; ctx.strokeRect(x - 8, y - 8, 16, 16);
@@ -187,6 +198,43 @@ function showRecent() {
   });
 }
 showRecent();
+
+// On-screen keyboard for the touchscreen (no physical keyboard on the robot)
+const KEYS = ["1234567890", "qwertyuiop", "asdfghjkl'", "zxcvbnm,.-"];
+let keyboardTarget = null;
+function buildKeyboard() {
+  const kb = $("keyboard");
+  const press = (ch) => {
+    const t = keyboardTarget;
+    if (!t) return;
+    if (ch === "⌫") t.value = t.value.slice(0, -1); else t.value += ch;
+  };
+  KEYS.forEach((row) => {
+    const r = document.createElement("div"); r.className = "krow";
+    [...row].forEach((ch) => {
+      const b = document.createElement("button"); b.textContent = ch; b.dataset.key = ch;
+      b.onclick = (ev) => { ev.preventDefault(); press(ch); }; r.append(b);
+    });
+    kb.append(r);
+  });
+  const last = document.createElement("div"); last.className = "krow";
+  [["space", " "], ["⌫", "⌫"], ["hide", null]].forEach(([label, ch]) => {
+    const b = document.createElement("button"); b.textContent = label; b.dataset.key = label;
+    if (label === "space") b.className = "wide";
+    b.onclick = (ev) => { ev.preventDefault(); if (ch === null) kb.hidden = true; else press(ch); };
+    last.append(b);
+  });
+  kb.append(last);
+}
+buildKeyboard();
+["instruction", "task-goal", "log-name", "task-observation"].forEach((id) => {
+  $(id).addEventListener("focus", () => {
+    keyboardTarget = $(id);
+    const kb = $("keyboard");
+    $(id).insertAdjacentElement("afterend", kb);  // the keyboard follows the field being typed in
+    kb.hidden = false;
+  });
+});
 
 $("plan").onclick = async () => {
   $("message").textContent = "planning…";
