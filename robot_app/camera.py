@@ -46,21 +46,13 @@ def _open_capture(source: str, cfg):
     return cap
 
 
-class Camera:
-    """Supervised component (``name = "camera"``) publishing :class:`Frame` objects.
-
-    ``subscribe(callback)`` registers ``callback(frame)``, called in the event loop. ``latest`` is the
-    newest frame (or None).
-    """
+class FramePublisher:
+    """What every camera component offers: ``latest`` (newest :class:`Frame` or None), ``frames_read``,
+    and ``subscribe(callback)``: ``callback(frame)`` is called in the event loop for every frame."""
 
     name = "camera"
 
-    def __init__(self, cfg, *, loop_video: bool | None = None):
-        from pathlib import Path
-
-        self.cfg = cfg
-        # a video file (not a device) is replayed in a loop at the configured rate, like a camera
-        self.loop_video = Path(cfg.source).is_file() if loop_video is None else loop_video
+    def __init__(self) -> None:
         self.latest: Frame | None = None
         self.frames_read = 0
         self._subs: list[Callable[[Frame], None]] = []
@@ -79,6 +71,18 @@ class Camera:
                 cb(frame)
             except Exception:  # noqa: BLE001 - a consumer's bug must not stop the camera
                 log.exception("camera subscriber failed")
+
+
+class Camera(FramePublisher):
+    """Supervised component (``name = "camera"``) publishing the frames of an OpenCV capture."""
+
+    def __init__(self, cfg, *, loop_video: bool | None = None):
+        from pathlib import Path
+
+        super().__init__()
+        self.cfg = cfg
+        # a video file (not a device) is replayed in a loop at the configured rate, like a camera
+        self.loop_video = Path(cfg.source).is_file() if loop_video is None else loop_video
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()

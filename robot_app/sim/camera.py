@@ -18,9 +18,8 @@ import asyncio
 import logging
 import threading
 import time
-from typing import Callable
 
-from robot_app.camera import CameraError, Frame
+from robot_app.camera import CameraError, Frame, FramePublisher
 
 __all__ = ["SimCamera", "set_active_plant", "active_plant", "world_plant_from_config"]
 
@@ -63,7 +62,7 @@ def world_plant_from_config(config):
     return plant
 
 
-class SimCamera:
+class SimCamera(FramePublisher):
     """Supervised component (``name = "camera"``) rendering :class:`Frame` objects from a world plant.
 
     Parameters
@@ -81,26 +80,9 @@ class SimCamera:
     def __init__(self, cfg, *, sim=None, plant=None) -> None:
         from robot_app.config import SimConfig
 
+        super().__init__()
         self.cfg, self.sim = cfg, sim or SimConfig()
         self.plant = plant
-        self.latest: Frame | None = None
-        self.frames_read = 0
-        self._subs: list[Callable[[Frame], None]] = []
-
-    def subscribe(self, callback: Callable[[Frame], None]) -> None:
-        self._subs.append(callback)
-
-    def unsubscribe(self, callback: Callable[[Frame], None]) -> None:
-        if callback in self._subs:
-            self._subs.remove(callback)
-
-    def _deliver(self, frame: Frame) -> None:
-        self.latest = frame
-        for cb in list(self._subs):
-            try:
-                cb(frame)
-            except Exception:  # noqa: BLE001 - a consumer's bug must not stop the camera
-                log.exception("camera subscriber failed")
 
     async def run(self) -> None:
         """Render at ``cfg.fps`` until cancelled.
