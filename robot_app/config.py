@@ -396,7 +396,20 @@ def config_from_mapping(data: Mapping[str, Any], *, origin: str = "<config>") ->
             raise ConfigError(f"{origin}: [{name}] must be a table, got {table!r}")
         cls = typing.get_type_hints(Config)[name]
         sections[name] = _section_from(cls, table, origin=origin, section=name)
-    return Config(**sections, source=None if origin == "<config>" else origin)
+    cfg = Config(**sections, source=None if origin == "<config>" else origin)
+    _check_across_keys(cfg, origin)
+    return cfg
+
+
+def _check_across_keys(cfg: Config, origin: str) -> None:
+    """Rules that tie two keys together (each key alone was checked already)."""
+    if cfg.serial.reconnect_min_s > cfg.serial.reconnect_max_s:
+        raise ConfigError(f"{origin}: [serial] reconnect_min_s {cfg.serial.reconnect_min_s} is above "
+                          f"reconnect_max_s {cfg.serial.reconnect_max_s}")
+    for key, prompt in [("clip_prompt", cfg.models.clip_prompt)] + [
+            (f"clip_prompt_ensemble[{i}]", p) for i, p in enumerate(cfg.models.clip_prompt_ensemble)]:
+        if prompt.count("{}") != 1:
+            raise ConfigError(f"{origin}: [models] {key}: {prompt!r} must contain {{}} once (the landmark goes there)")
 
 
 def load_config(path: str | Path | None) -> Config:

@@ -51,3 +51,16 @@ def test_default_toml_round_trips():
 
     cfg = config_from_mapping(tomllib.loads(default_config_toml()))
     assert cfg == Config()
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("[serial]\nreconnect_min_s = 5.0\nreconnect_max_s = 1.0\n", "reconnect_min_s 5.0 is above reconnect_max_s"),
+    ("[models]\nclip_prompt = 'no placeholder'\n", "[models] clip_prompt"),
+    ("[models]\nclip_prompt_ensemble = ['a {}', 'bad']\n", "[models] clip_prompt_ensemble[1]"),
+])
+def test_rules_across_keys(tmp_path, text, fragment):
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as exc:
+        load_config(p)
+    assert fragment in str(exc.value) and str(p) in str(exc.value)
