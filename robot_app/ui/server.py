@@ -60,7 +60,19 @@ def build_app(robot) -> web.Application:
                 return _json_error(403, "missing or wrong X-Robot-Token")
         return await handler(request)
 
-    app = web.Application(middlewares=[auth], client_max_size=64 * 1024)
+    from robot_app.mission import MissionError
+    from robot_app.recording import RecordingError
+    from robot_app.task_jobs import TaskError
+
+    @web.middleware
+    async def refused(request: web.Request, handler):
+        """A command the robot cannot carry out as asked: 409 with the reason for the screen."""
+        try:
+            return await handler(request)
+        except (MissionError, RecordingError, TaskError) as exc:
+            return _json_error(409, str(exc))
+
+    app = web.Application(middlewares=[auth, refused], client_max_size=64 * 1024)
     mission = robot.mission
 
     async def index(request):
@@ -118,12 +130,7 @@ def build_app(robot) -> web.Application:
         return web.json_response(robot.status_dict())
 
     async def release(request):
-        from robot_app.mission import MissionError
-
-        try:
-            mission.release_stop()
-        except MissionError as exc:
-            return _json_error(409, str(exc))
+        mission.release_stop()
         return web.json_response(robot.status_dict())
 
     async def _body(request) -> dict:
@@ -137,60 +144,35 @@ def build_app(robot) -> web.Application:
         return body
 
     async def plan(request):
-        from robot_app.mission import MissionError
-
         body = await _body(request)
         instruction = body.get("instruction")
         start, goal = body.get("start"), body.get("goal")
         for name, v in (("start", start), ("goal", goal)):
             if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
                 return _json_error(400, f"{name} must be a node id (integer) or null")
-        try:
-            result = await mission.plan_route(instruction, start, goal)
-        except MissionError as exc:
-            return _json_error(409, str(exc))
+        result = await mission.plan_route(instruction, start, goal)
         return web.json_response(result)
 
     async def go(request):
-        from robot_app.mission import MissionError
-
         body = await _body(request)
         plan_id = body.get("plan_id")
         if not isinstance(plan_id, int) or isinstance(plan_id, bool):
             return _json_error(400, "plan_id must be an integer")
-        try:
-            await mission.go(plan_id)
-        except MissionError as exc:
-            return _json_error(409, str(exc))
+        await mission.go(plan_id)
         return web.json_response(robot.status_dict())
 
     async def record_start(request):
-        from robot_app.recording import RecordingError
-
         body = await _body(request)
-        try:
-            await robot.recording.start(body.get("name"))
-        except RecordingError as exc:
-            return _json_error(409, str(exc))
+        await robot.recording.start(body.get("name"))
         return web.json_response(robot.status_dict())
 
     async def record_stop(request):
-        from robot_app.recording import RecordingError
-
-        try:
-            out = await robot.recording.stop()
-        except RecordingError as exc:
-            return _json_error(409, str(exc))
+        out = await robot.recording.stop()
         return web.json_response(out)
 
     async def map_build(request):
-        from robot_app.recording import RecordingError
-
         body = await _body(request)
-        try:
-            await robot.recording.build(body.get("logs"), body.get("name", "current"))
-        except RecordingError as exc:
-            return _json_error(409, str(exc))
+        await robot.recording.build(body.get("logs"), body.get("name", "current"))
         return web.json_response(robot.status_dict())
 
     async def camera_frame(request):
@@ -200,39 +182,24 @@ def build_app(robot) -> web.Application:
         return web.Response(body=cam.latest.jpeg, content_type="image/jpeg")
 
     async def task_run(request):
-        from robot_app.task_jobs import TaskError
-
         body = await _body(request)
-        try:
-            await robot.tasks.start(body.get("goal"))
-        except TaskError as exc:
-            return _json_error(409, str(exc))
+        await robot.tasks.start(body.get("goal"))
         return web.json_response(robot.status_dict())
 
     async def task_answer(request):
-        from robot_app.task_jobs import TaskError
-
         body = await _body(request)
         qid, done, obs = body.get("id"), body.get("done"), body.get("observation", "")
         if not isinstance(qid, int) or isinstance(qid, bool) or not isinstance(done, bool):
             return _json_error(400, "id must be an integer and done true or false")
-        try:
-            robot.tasks.answer(qid, done, obs)
-        except TaskError as exc:
-            return _json_error(409, str(exc))
+        robot.tasks.answer(qid, done, obs)
         return web.json_response(robot.status_dict())
 
     async def task_approve(request):
-        from robot_app.task_jobs import TaskError
-
         body = await _body(request)
         keep = body.get("keep")
         if not isinstance(keep, bool):
             return _json_error(400, "keep must be true or false")
-        try:
-            kept = robot.tasks.approve(keep)
-        except TaskError as exc:
-            return _json_error(409, str(exc))
+        kept = robot.tasks.approve(keep)
         return web.json_response({"kept": kept, **robot.status_dict()})
 
     async def task_stop(request):
