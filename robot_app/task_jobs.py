@@ -94,6 +94,9 @@ class RobotTaskEnvironment:
 
         if self.jobs.cancelled.is_set():
             return Outcome(False, step, "The operator stopped the task.")
+        blocked = self.jobs.field_events(step) if self.jobs.field_events is not None else None
+        if blocked:  # the (simulated) world stops the step, e.g. a closed gate: its observation in words
+            return Outcome(False, step, blocked)
         if step.name == "navigate" and len(step.args) == 3:
             node = self.places.get(step.args[2])
             if node is None:
@@ -164,6 +167,9 @@ class TaskJobs:
         self._task: asyncio.Task | None = None
         self._run_obj = None  # the LaspRun in progress: its trace grows live
         self.pending_learned: list = []  # learned by the last run, waiting for the operator's approval
+        #: simulation hook (robot-app demo, tests): ``callable(step) -> str | None``, called before each step;
+        #: a non-empty string fails the step with that observation, as the world would (a closed gate)
+        self.field_events = None
 
     def places(self) -> dict[str, int]:
         out = {}
