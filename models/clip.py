@@ -6,6 +6,11 @@ Files in the models directory (written by ``robot-app models export-clip``): ``c
 each with its sidecar; the text sidecar lists ``clip-tokenizer.json``. The image sidecar's ``params``
 carry ``image_size``, ``mean``, ``std``, ``embed_dim``, ``logit_scale``.
 
+The text sidecar's ``tokenizer_kind`` selects the tokenizer: ``open_clip-bpe`` (the default, CLIP's
+BPE, 77 ids) or ``wordpiece`` (``pad_id``, ``max_tokens``; a batch is padded to its longest text): the
+sim-only stand-in VLM (``models.export.sim_vlm``) uses the latter, and its sidecars say
+``sim_only: true`` (logged as a warning when opened; ``robot-app models info`` shows SIM-ONLY).
+
 Landmark prompts follow LM-Nav App. A ("This is a photo of ___"); an optional prompt ensemble averages
 the normalised text embeddings of several templates and re-normalises (CLIP paper, Radford et al. 2021,
 Sec. 3.1.4). :func:`ground_landmarks` turns map image embeddings into the planner's G(v, i) with
@@ -24,7 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from core.grounding import log_likelihoods, node_similarity
-from models.clip_preprocess import ClipTokenizer, preprocess_images
+from models.clip_preprocess import ClipTokenizer, WordPieceTokenizer, preprocess_images
 from models.onnx_common import CPU, check_array, check_session_io, l2_normalise, open_session
 from models.sidecar import ModelInvalid, ModelMissing, read_sidecar
 
@@ -47,6 +52,11 @@ class ClipModel:
     model_id : str
         Identifies the image encoder (architecture, weights, sha256 prefix): the name under which
         a map stores this model's image embeddings.
+    sim_only : bool
+        Trained in the simulated world only (stand-in model): meaningless on real camera images.
+    suggested_min_cosine : float or None
+        The ``[models] landmark_min_cosine`` the exporter calibrated for this model (sidecar param
+        ``landmark_min_cosine``), if it recorded one.
     """
 
     def __init__(self, image_session, text_session, tokenizer: ClipTokenizer, *, image_sidecar, text_sidecar,
@@ -62,6 +72,9 @@ class ClipModel:
         self.logit_scale = float(p["logit_scale"])
         self.architecture = image_sidecar.architecture
         self.random_init = bool(image_sidecar.random_init)
+        self.sim_only = bool(p.get("sim_only", False))
+        mc = p.get("landmark_min_cosine")
+        self.suggested_min_cosine = None if mc is None else float(mc)
         weights = Path(image_sidecar.weights).name  # a checkpoint path: its file name
         self.model_id = f"clip:{image_sidecar.architecture}:{weights}:{image_sidecar.sha256[:12]}"
         if int(text_sidecar.params["embed_dim"]) != self.embed_dim:
@@ -168,15 +181,39 @@ def open_clip_model(models_dir: str | os.PathLike, *, config=None, warm_up: bool
     txt = open_session(txt_sc.model_path, providers=providers, intra_op_threads=threads)
     check_session_io(img, img_sc)
     check_session_io(txt, txt_sc)
-    tp = txt_sc.params
-    tok = ClipTokenizer(txt_sc.extra_path(tp["tokenizer"]), context_length=tp["context_length"],
-                        sot_id=tp["sot_id"], eot_id=tp["eot_id"])
+    tok = _open_tokenizer(txt_sc)
     model = ClipModel(img, txt, tok, image_sidecar=img_sc, text_sidecar=txt_sc,
                       prompt=getattr(mc, "clip_prompt", DEFAULT_PROMPT),
                       prompt_ensemble=getattr(mc, "clip_prompt_ensemble", ()))
+    if model.sim_only:
+        log.warning("%s is a SIM-ONLY stand-in model (trained on simulated renders): its groundings mean "
+                    "nothing on real camera images", img_sc.model_path)
     if warm_up:
         model.warm_up()
     return model
+
+
+def _open_tokenizer(txt_sc):
+    """The text tokenizer the CLIP text sidecar names (``tokenizer_kind``: open_clip-bpe or wordpiece).
+
+    Raises
+    ------
+    ModelInvalid
+        Unknown ``tokenizer_kind``, a missing tokenizer parameter, or an unreadable tokenizer file.
+    """
+    tp = txt_sc.params
+    kind = tp.get("tokenizer_kind", "open_clip-bpe")
+    try:
+        path = txt_sc.extra_path(tp["tokenizer"])
+        if kind == "open_clip-bpe":
+            return ClipTokenizer(path, context_length=tp["context_length"], sot_id=tp["sot_id"], eot_id=tp["eot_id"])
+        if kind == "wordpiece":
+            return WordPieceTokenizer(path, pad_id=tp["pad_id"], max_tokens=tp["max_tokens"])
+    except KeyError as exc:
+        raise ModelInvalid(f"{txt_sc.path}: params lack {exc.args[0]!r} (needed by tokenizer_kind {kind!r})") from exc
+    except ValueError as exc:
+        raise ModelInvalid(f"{txt_sc.path}: {exc}") from exc
+    raise ModelInvalid(f"{txt_sc.path}: unknown tokenizer_kind {kind!r} (known: open_clip-bpe, wordpiece)")
 
 
 def check_reference(model: ClipModel, reference_npz: str | os.PathLike) -> dict:

@@ -11,6 +11,9 @@ collapse whitespace, lower-case; then the byte-level BPE with end-of-word suffix
 ``tokenizers`` library from a ``tokenizer.json`` the exporter builds from open_clip's own vocabulary
 and merges; then ``[<start_of_text>] + ids + [<end_of_text>]``, truncated to the context length with
 the last id forced to ``<end_of_text>``, zero-padded. The ids are equal to open_clip's (tested).
+
+A text sidecar may instead name a BERT WordPiece tokenizer (``tokenizer_kind: "wordpiece"``, the
+sim-only stand-in VLM whose text encoder is all-MiniLM-L6-v2): see :class:`WordPieceTokenizer`.
 """
 
 from __future__ import annotations
@@ -125,6 +128,68 @@ class ClipTokenizer:
                 ids[-1] = self.eot_id
             out[j, : len(ids)] = ids
         return out
+
+
+class WordPieceTokenizer:
+    """BERT-style WordPiece tokenizer (e.g. MiniLM's ``tokenizer.json``) on the ``tokenizers`` library.
+
+    Used when a text sidecar says ``tokenizer_kind: "wordpiece"`` (the sim-only stand-in VLM, whose text
+    encoder is the frozen all-MiniLM-L6-v2). The ``tokenizer.json`` carries its own normaliser (lower
+    case, accents stripped) and post-processor (``[CLS] ... [SEP]``); a batch is padded with ``pad_id``
+    to its longest text and truncated to ``max_tokens``. The text encoder derives its attention mask
+    from ``ids != pad_id``.
+
+    Parameters
+    ----------
+    tokenizer_json
+        The ``tokenizers`` JSON listed by the text sidecar.
+    pad_id
+        Id of the padding token (0, ``[PAD]``, in BERT's uncased vocabulary).
+    max_tokens
+        Longest id sequence per text, ``[CLS]`` and ``[SEP]`` included.
+
+    Raises
+    ------
+    ValueError
+        The file cannot be read as a tokenizer, ``pad_id`` is not in its vocabulary, or ``max_tokens < 3``.
+    """
+
+    def __init__(self, tokenizer_json: str | os.PathLike, *, pad_id: int, max_tokens: int):
+        from tokenizers import Tokenizer
+
+        try:
+            tok = Tokenizer.from_file(str(tokenizer_json))
+        except Exception as exc:  # tokenizers raises its own Exception type on a bad file
+            raise ValueError(f"{tokenizer_json}: not a tokenizers JSON file: {exc}") from exc
+        pad_token = tok.id_to_token(int(pad_id))
+        if pad_token is None:
+            raise ValueError(f"{tokenizer_json}: pad_id {pad_id} is not in the vocabulary")
+        if int(max_tokens) < 3:
+            raise ValueError(f"max_tokens: expected >= 3, got {max_tokens}")
+        tok.no_padding()
+        tok.enable_padding(pad_id=int(pad_id), pad_token=pad_token)
+        tok.enable_truncation(max_length=int(max_tokens))
+        self._tok = tok
+        self.pad_id = int(pad_id)
+        self.max_tokens = int(max_tokens)
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        """Texts -> (K, L) int64 token ids, L = the longest text's length (<= ``max_tokens``).
+
+        Raises
+        ------
+        ValueError
+            ``texts`` is a bare string or holds a non-string.
+        """
+        if isinstance(texts, str):
+            raise ValueError("texts: expected a list of strings, got one string")
+        for j, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise ValueError(f"texts[{j}]: expected a string, got {type(t).__name__}")
+        if not texts:
+            return np.zeros((0, 0), dtype=np.int64)
+        encs = self._tok.encode_batch(list(texts))
+        return np.array([e.ids for e in encs], dtype=np.int64)
 
 
 def build_tokenizer_json(vocab: dict, merges: Sequence[tuple[str, str]], special_tokens: Sequence[str],
