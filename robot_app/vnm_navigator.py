@@ -103,7 +103,8 @@ class VnmNavigator:
                 if idx == len(node_jpegs) - 1 and best_d < self.close_steps:
                     outcome = "reached"
                     break
-                sub = min(idx + 1, len(node_jpegs) - 1) if best_d < self.close_steps else idx
+                # the next node as subgoal once close, if the window scored it (else next step's window will)
+                sub = min(idx + 1, hi - 1) if best_d < self.close_steps else idx
                 wp = pred.waypoints_m(max_v_mps=self.max_v_mps, frame_rate_hz=vnm.frame_rate_hz)[sub - lo,
                                                                                                   self.waypoint_index]
                 v, omega = waypoint_to_velocity(float(wp[0]), float(wp[1]), dt_s=period, max_v_mps=self.max_v_mps,
