@@ -1,0 +1,143 @@
+"""Demo stages 1-3, before the robot drives: explore and record, build the map, parse/ground/plan.
+
+Each function takes the demo's :class:`~robot_app.demo.runner.DemoContext`, does one stage with the
+product's own jobs (:func:`robot_app.sim.explore.record_exploration`, :func:`robot_app.map_build.build_map`,
+:func:`robot_app.grounding_service.ground_instruction`, :func:`robot_app.planning.plan_on_map`) and
+returns a JSON-ready dict for the report; failures raise :class:`~robot_app.demo.runner.StageFailed`
+with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+def check_instruction(ctx) -> dict:
+    """Parse the instruction and check that the world has each landmark's category (before any work).
+
+    Raises
+    ------
+    robot_app.demo.scenario.DemoInputError
+        No landmark in the instruction, or one that names nothing in the world.
+    """
+    from robot_app.demo.scenario import DemoInputError, phrase_categories
+    from robot_app.grounding_service import parse_landmarks
+    from robot_app.planning import PlanningError
+
+    try:
+        landmarks, parser = parse_landmarks(ctx.scenario.instruction, config=ctx.config)
+    except (PlanningError, ValueError) as exc:
+        raise DemoInputError(str(exc)) from exc
+    cats = sorted({c for _, c, _, _ in ctx.world.landmarks()})
+    for phrase in landmarks:
+        if not phrase_categories(phrase, cats):
+            raise DemoInputError(f"--instruction: landmark {phrase!r} names nothing in world {ctx.world.name!r} "
+                                 f"(it has: {', '.join(cats)})")
+    ctx.landmarks = landmarks
+    return {"landmarks": landmarks, "parser": parser}
+
+
+def explore(ctx) -> dict:
+    """Stage 1: the scripted exploration on the accelerated simulation clock, written as a traversal log."""
+    from robot_app.demo.runner import StageFailed
+    from robot_app.sim.explore import record_exploration
+
+    cfg = ctx.config
+    if ctx.log_dir.exists():
+        shutil.rmtree(ctx.log_dir)  # record_exploration continues an existing log: start afresh
+    rep = record_exploration(ctx.world, ctx.scenario.route, ctx.log_dir, rate_hz=cfg.mapping.frame_rate_hz,
+                             speed_mps=ctx.scenario.speed_mps, seed=ctx.seed, width=cfg.camera.width,
+                             height=cfg.camera.height, hfov_deg=cfg.sim.hfov_deg, gps_noise_m=cfg.sim.gps_noise_m,
+                             jpeg_quality=cfg.camera.jpeg_quality, robot_radius_m=cfg.sim.robot_radius_m)
+    out = {"log": str(ctx.log_dir), "frames": rep.frames, "gps_fixes": rep.gps_fixes,
+           "distance_m": round(rep.distance_m, 1), "sim_time_s": round(rep.sim_time_s, 1),
+           "speedup": round(rep.speedup, 1), "frame_size": [cfg.camera.width, cfg.camera.height],
+           "collisions": [f"{c.name} ({c.category})" for c in rep.collisions]}
+    if not rep.reached_end:
+        raise StageFailed("exploration did not reach the route's end"
+                          + (f" (collision with {out['collisions'][0]})" if rep.collisions else ""), out)
+    return out
+
+
+def build(ctx) -> dict:
+    """Stage 2: LM-Nav Algorithm 2 on the log (VNM edges with the sim VNM, CLIP embeddings with the sim VLM)."""
+    from robot_app.demo.runner import StageFailed
+    from robot_app.map_build import build_map
+
+    rep = build_map([ctx.log_dir], ctx.map_path, config=ctx.config, models_dir=ctx.models_dir, overwrite=True,
+                    progress=ctx.progress_bars)
+    out = rep.as_dict()
+    out["map"] = str(ctx.map_path)
+    out["phase_s"] = {k: round(v, 2) for k, v in out["phase_s"].items()}
+    if rep.clip_model is None:
+        raise StageFailed(f"no CLIP (sim VLM) in {ctx.models_dir}: the map has no image embeddings to ground "
+                          "the instruction in", out)
+    if rep.components != 1:
+        log.warning("the map has %d connected components", rep.components)
+    return out
+
+
+def plan(ctx) -> dict:
+    """Stage 3: parse the instruction, ground it with the sim VLM, plan the LM-Nav walk; metrics against
+    the ground truth computed from the world and the recorded true poses."""
+    from core.mapstore import open_map
+    from core.tlog import read_log
+    from robot_app.demo.runner import StageFailed
+    from robot_app.demo.truth import intended_walk, landmark_truth, node_true_poses, plan_metrics
+    from robot_app.grounding_service import ground_instruction
+    from robot_app.planning import PlanningError, plan_on_map
+
+    cfg = ctx.config
+    tlog = read_log(ctx.log_dir)
+    with open_map(ctx.map_path) as m:
+        poses = node_true_poses(m.nodes.timestamp_s, tlog.odom)
+        x0, y0 = ctx.scenario.route[0]
+        start = int(np.argmin(np.hypot(poses[:, 0] - x0, poses[:, 1] - y0)))
+        try:
+            landmarks, logp, info = ground_instruction(ctx.scenario.instruction, m, config=cfg)
+            planned = plan_on_map(m, landmarks, logp, start=start, alpha=cfg.planner.alpha,
+                                  planner=cfg.planner.planner)
+        except PlanningError as exc:
+            raise StageFailed(f"planning: {exc}") from exc
+        truth = landmark_truth(ctx.world, poses, landmarks, hfov_deg=cfg.sim.hfov_deg)
+        intended = intended_walk(m.csr(), truth, start)
+        desc = planned.describe(m)
+        edges = np.stack([m.edges.src, m.edges.dst], axis=1)
+        images = {int(lm["node"]): m.images(int(lm["node"]))[0] for lm in desc["landmarks"]}
+    metrics = plan_metrics(planned.result, intended, truth, poses)
+    ctx.poses, ctx.edges, ctx.start_node, ctx.landmarks = poses, edges, start, landmarks
+    ctx.plan_nodes = [int(v) for v in planned.result.nodes]
+    ctx.landmark_images = images
+    ctx.intended_m = metrics["intended_m"]
+    out = {"instruction": ctx.scenario.instruction, "landmarks": landmarks, "parser": info["parser"],
+           "clip_model": info["clip_model"], "grounding": info["landmarks"], "start_node": start,
+           "walk": desc, **metrics}
+    if desc["status"] != "ok":
+        raise StageFailed("no walk from the start reaches all landmarks in order", out)
+    ctx.places = task_places(poses, ctx.plan_nodes[-1])
+    out["task_places"] = ctx.places
+    return out
+
+
+def task_places(poses: np.ndarray, end: int, *, leg_m: float = 6.0) -> dict:
+    """Map nodes for the task job's places: ``depot`` at the walk's end node, then ``yard``, ``site-b``
+    and ``site-c`` about ``leg_m`` apart (less when the route ends sooner) further along the explored route
+    (node ids are in driving order), or back along it when fewer than 4 nodes follow the end.
+
+    Returns ``{place: node}`` with 4 distinct nodes (the map must have at least 4).
+    """
+    n = len(poses)
+    order = np.arange(end, n) if n - end >= 4 else np.arange(end, -1, -1)
+    arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(poses[order, :2], axis=0), axis=1))])
+    picked = [int(order[0])]
+    for target in np.linspace(0.0, min(3 * leg_m, float(arc[-1])), 4)[1:]:
+        j = int(np.argmin(np.abs(arc - target)))
+        j = max(j, order.tolist().index(picked[-1]) + 1)  # distinct, in order
+        picked.append(int(order[min(j, len(order) - 1)]))
+    return dict(zip(("depot", "yard", "site-b", "site-c"), picked))

@@ -1,0 +1,217 @@
+"""The demo's stage runner: context, timing, progress, and the order of the six stages.
+
+:func:`run_demo` runs explore -> map -> plan (:mod:`robot_app.demo.offline`), then drive -> task in
+the running app (:mod:`robot_app.demo.onboard`), then writes the report
+(:mod:`robot_app.demo.report`), even when a stage failed (the report says which and why). A failed
+stage stops the stages that need its result; the task job still runs after a drive that did not
+arrive (the robot's task starts wherever it is).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+STAGES = ("explore", "map", "plan", "drive", "task", "report")
+TITLES = {"explore": "scripted exploration, recording", "map": "building the map (VNM edges, VLM embeddings)",
+          "plan": "instruction -> landmarks -> grounding -> walk", "drive": "onboard app drives the walk (VNM)",
+          "task": "LASP task job with a closed gate", "report": "writing the report"}
+
+
+class StageFailed(RuntimeError):
+    """A stage could not do its job; ``detail`` is what it measured up to the failure (for the report)."""
+
+    def __init__(self, reason: str, detail: dict | None = None):
+        super().__init__(reason)
+        self.detail = detail or {}
+
+
+@dataclass
+class DemoContext:
+    """Everything the stages share: inputs, paths, and what earlier stages produced."""
+
+    world: Any
+    scenario: Any
+    config: Any
+    out: Path
+    models_dir: Path
+    seed: int = 0
+    quick: bool = False
+    progress_bars: bool = True
+    landmarks: list = field(default_factory=list)
+    poses: Any = None
+    edges: Any = None
+    start_node: int = 0
+    plan_nodes: list = field(default_factory=list)
+    landmark_images: dict = field(default_factory=dict)
+    intended_m: float | None = None
+    places: dict = field(default_factory=dict)
+    drive: dict = field(default_factory=dict)
+    task: dict = field(default_factory=dict)
+    driven: Any = None
+    app_models: dict = field(default_factory=dict)
+
+    @property
+    def log_dir(self) -> Path:
+        return self.out / "explore-log"
+
+    @property
+    def map_path(self) -> Path:
+        return self.out / "map.sqlite"
+
+
+class Stages:
+    """Times each stage, logs and announces it, and keeps its record (``ok``, ``wall_s``, result or reason)."""
+
+    def __init__(self, announce: Callable[[str], None]):
+        self.records: dict[str, dict] = {}
+        self.announce = announce
+
+    def _begin(self, name: str) -> dict:
+        i = STAGES.index(name) + 1
+        self.announce(f"[{i}/{len(STAGES)}] {name}: {TITLES[name]}")
+        log.info("demo stage %s started", name)
+        rec = {"ok": False, "wall_s": None}
+        self.records[name] = rec
+        return rec
+
+    def _end(self, name: str, rec: dict, t0: float, exc: BaseException | None) -> None:
+        rec["wall_s"] = round(time.perf_counter() - t0, 2)
+        if exc is None:
+            rec["ok"] = True
+            self.announce(f"      {name}: ok in {rec['wall_s']:.1f} s")
+        else:
+            rec["reason"] = str(exc) or type(exc).__name__
+            rec.update({k: v for k, v in getattr(exc, "detail", {}).items() if k not in rec})
+            self.announce(f"      {name}: FAILED after {rec['wall_s']:.1f} s: {rec['reason']}")
+            log.warning("demo stage %s failed: %s", name, rec["reason"])
+
+    def run(self, name: str, fn, *args) -> bool:
+        """Run a synchronous stage; True when it succeeded."""
+        rec = self._begin(name)
+        t0 = time.perf_counter()
+        try:
+            rec.update(fn(*args))
+        except StageFailed as exc:
+            self._end(name, rec, t0, exc)
+            return False
+        except Exception as exc:  # noqa: BLE001 - a stage's crash is reported as that stage's failure
+            log.exception("demo stage %s crashed", name)
+            self._end(name, rec, t0, exc)
+            return False
+        self._end(name, rec, t0, None)
+        return True
+
+    @contextlib.asynccontextmanager
+    async def stage(self, name: str):
+        """``async with stages.stage(name) as rec:`` around an async stage; failures are recorded, not raised."""
+        rec = self._begin(name)
+        t0 = time.perf_counter()
+        try:
+            yield rec
+        except asyncio.CancelledError:
+            self._end(name, rec, t0, RuntimeError("cancelled"))
+            raise
+        except StageFailed as exc:
+            self._end(name, rec, t0, exc)
+        except Exception as exc:  # noqa: BLE001
+            log.exception("demo stage %s crashed", name)
+            self._end(name, rec, t0, exc)
+        else:
+            self._end(name, rec, t0, None)
+
+    def skip(self, name: str, reason: str) -> None:
+        self.records[name] = {"ok": False, "wall_s": 0.0, "reason": f"skipped: {reason}"}
+        self.announce(f"[{STAGES.index(name) + 1}/{len(STAGES)}] {name}: skipped ({reason})")
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def run_demo(ctx: DemoContext, *, announce: Callable[[str], None] = _stderr) -> dict:
+    """Run the six stages; returns the report (also written under ``ctx.out``).
+
+    Raises
+    ------
+    robot_app.demo.scenario.DemoInputError
+        The instruction has no landmark or names one the world does not have (checked before any stage
+        runs). Anything later is a failed stage, in the report.
+    """
+    from robot_app.demo import offline, onboard, report
+
+    t0 = time.perf_counter()
+    ctx.out.mkdir(parents=True, exist_ok=True)
+    parsed = offline.check_instruction(ctx)
+    announce(f"robot-app demo: world {ctx.world.name}, instruction {ctx.scenario.instruction!r} -> "
+             f"landmarks {parsed['landmarks']} ({parsed['parser']} parser); models {ctx.models_dir}")
+    st = Stages(announce)
+    ok = st.run("explore", offline.explore, ctx) and st.run("map", offline.build, ctx)
+    if ok:
+        ok = st.run("plan", offline.plan, ctx)
+    else:
+        st.skip("plan", "needs the map")
+    if ok:
+        asyncio.run(onboard.run_onboard(ctx, st))
+        for name in ("drive", "task"):
+            if name not in st.records:
+                st.records[name] = {"ok": False, "wall_s": 0.0, "reason": "the onboard app did not come up"}
+    else:
+        st.skip("drive", "needs a plan")
+        st.skip("task", "needs the map")
+    if st.run("report", report.write_report, ctx, st.records, t0):
+        summary = report.summary(ctx, st.records, t0)
+        report.write_json(ctx, summary, st.records)  # again, with the report stage's own time
+    else:
+        summary = report.summary(ctx, st.records, t0)
+    return {"summary": summary, "stages": st.records}
+
+
+def context_for(*, world: str, instruction: str | None, out: str | Path, seed: int, models: str | None,
+                quick: bool, config, progress_bars: bool = True) -> DemoContext:
+    """Resolve the demo's inputs into a :class:`DemoContext` (world, scenario, config for the sim).
+
+    Raises
+    ------
+    robot_app.demo.scenario.DemoInputError
+        Unknown world, or a models folder that does not exist.
+    """
+    from robot_app.demo.scenario import DemoInputError, scenario_for
+    from robot_app.sim.world import WorldError, load_world
+
+    try:
+        w = load_world(world)
+    except WorldError as exc:
+        raise DemoInputError(str(exc)) from exc
+    sc = scenario_for(w, quick=quick, instruction=instruction)
+    models_dir = Path(models) if models else shipped_models_dir()
+    if not models_dir.is_dir():
+        raise DemoInputError(f"--models {models_dir}: no such folder (the sim stand-in models ship in "
+                             f"{shipped_models_dir()})")
+    cfg = dataclasses.replace(
+        config,
+        paths=dataclasses.replace(config.paths, models_dir=str(models_dir)),
+        camera=dataclasses.replace(config.camera, source="sim", width=160, height=120, fisheye_k=[], fisheye_d=[],
+                                   clip_crops=1),
+        sim=dataclasses.replace(config.sim, world=str(w.source), seed=seed))
+    return DemoContext(world=w, scenario=sc, config=cfg, out=Path(out), models_dir=models_dir, seed=seed, quick=quick,
+                       progress_bars=progress_bars)
+
+
+def shipped_models_dir() -> Path:
+    """The sim stand-in models' folder in the package (``robot_app.sim.shipped_models_dir`` when present)."""
+    try:
+        from robot_app.sim import shipped_models_dir as shipped
+
+        return Path(shipped())
+    except (ImportError, AttributeError):
+        return Path(__file__).resolve().parents[1] / "data" / "models" / "sim"

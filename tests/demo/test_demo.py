@@ -1,0 +1,228 @@
+"""``robot-app demo``: a short run of every stage, the ground truth, the report writer, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from robot_app.cli import main
+from robot_app.demo.report import render_html, summary, write_report
+from robot_app.demo.runner import STAGES, DemoContext, shipped_models_dir
+from robot_app.demo.scenario import Scenario, derive_scenario, phrase_categories, scenario_for
+from robot_app.demo.truth import intended_walk, landmark_truth, node_true_poses, plan_metrics, visible_nodes
+from robot_app.sim.world import load_world
+
+pytest.importorskip("pybullet")
+
+SHIPPED = shipped_models_dir()
+HAVE_STAND_INS = all((SHIPPED / f).is_file() for f in ("clip-image.onnx", "clip-text.onnx", "vnm.onnx"))
+
+
+# -- ground truth ----------------------------------------------------------------------------------------
+def _straight_north(n=30, spacing=3.0, x=0.0, y0=-90.0):
+    """Poses along the campus main path, driving north (yaw pi/2)."""
+    return np.stack([np.full(n, x), y0 + spacing * np.arange(n), np.full(n, math.pi / 2)], axis=1)
+
+
+def test_visible_nodes_see_objects_ahead_and_beside_not_behind():
+    world = load_world("campus")
+    poses = _straight_north()
+    hydrant = visible_nodes(world, poses, ["fire hydrant"], hfov_deg=90.0)  # campus hydrant at (3.5, -60)
+    ys = poses[hydrant, 1]
+    assert hydrant.size > 0 and ys.min() >= -60.0 - 8.0 and ys.max() <= -60.0 + 4.0
+    # driving south past it, the nodes north of it see it instead
+    south = poses.copy()
+    south[:, 2] = -math.pi / 2
+    ys_s = south[visible_nodes(world, south, ["fire hydrant"], hfov_deg=90.0), 1]
+    assert ys_s.min() >= -64.0 and ys_s.max() <= -60.0 + 8.0
+    # a category the route never comes near: nothing
+    assert visible_nodes(world, poses, ["trailer"], hfov_deg=90.0).size == 0
+
+
+def test_landmark_truth_names_categories_and_refuses_what_the_world_lacks():
+    from robot_app.demo.scenario import DemoInputError
+
+    world = load_world("campus")
+    poses = _straight_north()
+    truth = landmark_truth(world, poses, ["a fire hydrant", "the stop sign"], hfov_deg=90.0)
+    assert [t.categories for t in truth] == [["fire hydrant"], ["stop sign"]]
+    assert truth[0].nodes.max() < truth[1].nodes.min()  # the hydrant comes first going north
+    with pytest.raises(DemoInputError, match="purple elephant.*names nothing"):
+        landmark_truth(world, poses, ["a purple elephant"], hfov_deg=90.0)
+    with pytest.raises(DemoInputError, match="never seen"):
+        landmark_truth(world, poses, ["a trailer"], hfov_deg=90.0)
+
+
+def test_intended_walk_and_plan_metrics_on_a_chain():
+    from core.search import plan_walk
+
+    poses = _straight_north(10)
+    n = len(poses)
+    src = np.concatenate([np.arange(n - 1), np.arange(1, n)])
+    dst = np.concatenate([np.arange(1, n), np.arange(n - 1)])
+    order = np.argsort(src, kind="stable")
+    indptr = np.searchsorted(src[order], np.arange(n + 1)).astype(np.int64)
+    csr = (indptr, dst[order].astype(np.int64), np.full(len(src), 12.0))
+
+    class T:  # a LandmarkTruth stand-in with the fields plan_metrics reads
+        def __init__(self, phrase, nodes):
+            self.phrase, self.categories, self.nodes = phrase, ["x"], np.asarray(nodes)
+
+    truth = [T("a", [3, 4]), T("b", [6])]
+    intended = intended_walk(csr, truth, 0)
+    assert intended.nodes.tolist() == list(range(7)) and intended.length == pytest.approx(72.0)
+    logp = np.full((n, 2), -np.inf)
+    logp[4, 0] = logp[9, 1] = 0.0  # a planner that overshoots to node 9: right first landmark, wrong second
+    planned = plan_walk(*csr, logp, 0, alpha=0.01)
+    m = plan_metrics(planned, intended, truth, poses)
+    assert not m["planning_success"] and m["landmarks"][0]["true"] and not m["landmarks"][1]["true"]
+    assert m["planning_efficiency"] == pytest.approx(72.0 / 108.0, abs=1e-3)
+    assert m["landmarks"][1]["m_from_truth"] == pytest.approx(9.0)
+    assert m["intended_m"] == pytest.approx(18.0)
+
+
+def test_node_true_poses_takes_the_nearest_odometry_sample():
+    odom = {"t_s": np.array([0.0, 1.0, 2.0]), "x_m": np.array([0.0, 1.0, 2.0]), "y_m": np.zeros(3),
+            "yaw_rad": np.array([0.0, 0.1, 0.2])}
+    p = node_true_poses(np.array([0.1, 0.9, 2.5, -1.0]), odom)
+    assert p[:, 0].tolist() == [0.0, 1.0, 2.0, 0.0] and p[1, 2] == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="no odometry"):
+        node_true_poses(np.array([0.0]), {"t_s": np.zeros(0)})
+
+
+# -- scenarios -------------------------------------------------------------------------------------------
+def test_phrase_categories():
+    cats = {c for _, c, _, _ in load_world("campus").landmarks()}
+    assert phrase_categories("a red building", cats) == ["red building"]
+    assert "glass building" in phrase_categories("the building", cats)
+    assert phrase_categories("a hydrant", cats) == ["fire hydrant"]
+    assert phrase_categories("street lights", cats) == ["street lamp"]
+    assert phrase_categories("a purple elephant", cats) == []
+
+
+@pytest.mark.parametrize("name", ["campus", "industrial"])
+def test_shipped_scenarios_name_landmarks_seen_along_their_routes(name):
+    from robot_app.config import Config
+    from robot_app.landmark_parsing import parse_instruction
+    from robot_app.sim.explore import route_points
+
+    world = load_world(name)
+    for quick in (False, True):
+        sc = scenario_for(world, quick=quick)
+        pts = route_points(world, sc.route)
+        # poses every 3 m along the route, facing along it
+        seg = np.diff(pts, axis=0)
+        poses = []
+        for a, d in zip(pts[:-1], seg):
+            k = max(1, int(np.linalg.norm(d) / 3.0))
+            poses += [(*(a + d * i / k), math.atan2(d[1], d[0])) for i in range(k)]
+        poses = np.asarray(poses)
+        landmarks, _ = parse_instruction(sc.instruction, config=Config(), parser="rules")
+        assert len(landmarks) == (2 if quick else 3)
+        truth = landmark_truth(world, poses, landmarks, hfov_deg=90.0)
+        firsts = [int(t.nodes.min()) for t in truth]
+        assert firsts == sorted(firsts), (sc.instruction, firsts)  # in driving order
+        route_len = float(np.linalg.norm(seg, axis=1).sum())
+        assert route_len <= 200.0 and int(truth[-1].nodes.max()) < len(poses) - 3  # room for the task places
+
+
+def test_derived_scenario_for_a_world_without_one():
+    world = load_world("campus")
+    sc = derive_scenario(world, quick=True)
+    assert isinstance(sc, Scenario) and sc.instruction.startswith("Go past the")
+
+
+# -- report ------------------------------------------------------------------------------------------------
+def _fake_ctx(tmp_path):
+    from robot_app.demo.onboard import PathRecorder
+    from robot_app.config import Config
+
+    world = load_world("campus")
+    poses = _straight_north(20)
+    ctx = DemoContext(world=world, scenario=scenario_for(world, quick=True), config=Config(), out=tmp_path,
+                      models_dir=tmp_path / "models")
+    ctx.poses, ctx.edges = poses, np.stack([np.arange(19), np.arange(1, 20)], axis=1)
+    ctx.plan_nodes, ctx.places = list(range(12)), {"depot": 11, "yard": 13, "site-b": 15, "site-c": 17}
+    from robot_app.map_build import encode_jpeg
+
+    ctx.landmark_images = {10: encode_jpeg(np.zeros((12, 16, 3), np.uint8))}
+    rec = PathRecorder(plant=None)
+    rec.xy = [(0.0, -90.0 + i) for i in range(30)]
+    ctx.driven = rec
+    records = {n: {"ok": True, "wall_s": 1.0} for n in STAGES if n != "report"}
+    records["plan"].update(planning_success=True, planning_efficiency=0.9, intended_nodes=list(range(11)),
+                           landmarks=[{"phrase": "a fire hydrant", "node": 10, "true": True, "m_from_truth": 0.0,
+                                       "truth_nodes": [9, 10], "categories": ["fire hydrant"]}])
+    records["drive"].update(efficiency=0.8, disengagements=1)
+    records["task"].update(lasp_success=True, trace=[{"kind": "execute", "step": "(navigate jackal depot yard)",
+                                                      "ok": False, "observation": "a <closed> gate"}])
+    return ctx, records
+
+
+def test_report_writer_writes_json_png_and_a_self_contained_page(tmp_path):
+    ctx, records = _fake_ctx(tmp_path)
+    records["report"] = {"ok": False, "wall_s": None}  # as the runner has it while the report is written
+    out = write_report(ctx, records, t0=0.0)
+    assert [Path(f).name for f in out["files"]] == ["report.json", "report.png", "report.html"]
+    doc = json.loads((tmp_path / "report.json").read_text())
+    s = doc["summary"]
+    assert s["success"] is False and s["failed_stage"]["stage"] == "report"  # the report stage has not ended yet
+    records["report"] = {"ok": True, "wall_s": 0.1}
+    s = summary(ctx, records, 0.0)
+    assert s["success"] and s["planning_success"] and s["efficiency"] == 0.8 and s["disengagements"] == 1
+    assert {"success", "planning_success", "efficiency", "disengagements", "lasp_success", "report"} <= set(s)
+    assert (tmp_path / "report.png").read_bytes()[:4] == b"\x89PNG"
+    page = (tmp_path / "report.html").read_text()
+    assert "data:image/png;base64," in page and "data:image/jpeg;base64," in page
+    assert "a &lt;closed&gt; gate" in page.replace("&quot;", '"') or "&lt;closed&gt;" in page
+    assert "src=\"http" not in page  # self-contained: nothing fetched
+    # a wrong landmark node makes the demo fail with the reason, even when every stage ran
+    records["plan"]["planning_success"] = False
+    records["plan"]["landmarks"][0]["true"] = False
+    s = summary(ctx, records, 0.0)
+    assert not s["success"] and "a fire hydrant" in s["failed_stage"]["reason"]
+    assert "FAILED" in render_html(ctx, s, records, tmp_path / "report.png")
+
+
+# -- command line: bad input -------------------------------------------------------------------------------
+def test_unknown_world_is_a_usage_error(tmp_path, capsys):
+    assert main(["demo", "--world", "atlantis", "--out", str(tmp_path / "o")]) == 2
+    assert "atlantis" in capsys.readouterr().err
+
+
+def test_instruction_naming_what_the_world_lacks_is_refused_before_any_work(tmp_path, capsys):
+    models = tmp_path / "models"
+    models.mkdir()
+    rc = main(["demo", "--instruction", "Go past the stop sign and stop at the purple elephant.",
+               "--models", str(models), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "purple elephant" in err and "names nothing in world 'campus'" in err
+    assert not (tmp_path / "o" / "explore-log").exists()
+
+
+def test_missing_models_folder_and_bad_seed(tmp_path, capsys):
+    assert main(["demo", "--models", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    assert main(["demo", "--seed", "-1", "--out", str(tmp_path / "o")]) == 2
+
+
+# -- the short demo: every stage must succeed -----------------------------------------------------------------
+@pytest.mark.timeout(420)
+@pytest.mark.skipif(not HAVE_STAND_INS, reason=f"the sim stand-in models are not in {SHIPPED}")
+def test_quick_demo_succeeds_end_to_end(tmp_path, capsys):
+    out = tmp_path / "demo"
+    rc = main(["demo", "--quick", "--json", "--no-progress", "--out", str(out), "--seed", "0"])
+    captured = capsys.readouterr()
+    s = json.loads(captured.out)
+    assert rc == 0, (s, captured.err[-3000:])
+    assert s["success"] and s["planning_success"] and s["lasp_success"]
+    assert 0.0 < s["efficiency"] <= 1.0 and s["disengagements"] == 0
+    doc = json.loads((out / "report.json").read_text())
+    assert all(doc["stages"][n]["ok"] for n in STAGES)
+    assert doc["stages"]["drive"]["runs"][0]["mode"] == "vnm"
+    assert doc["stages"]["task"]["learned"] and doc["stages"]["task"]["injected"]["blocked_steps"]
+    assert (out / "report.png").is_file() and (out / "report.html").is_file() and (out / "config.toml").is_file()
