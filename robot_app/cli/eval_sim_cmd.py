@@ -1,0 +1,74 @@
+"""``robot-app eval sim``: LM-Nav vs max-likelihood vs GPS-only driving in a simulated world.
+
+See :mod:`robot_app.sim.eval` for what runs; the output folder keeps the exploration log and the map
+between runs (reused while the world, route, seed, models and mapping settings are unchanged), the
+JSON report and the PNG chart.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from robot_app.cli import UsageError
+
+log = logging.getLogger(__name__)
+
+
+def register(sub, groups) -> None:
+    p = groups["eval"].add_parser(
+        "sim", help="LM-Nav planning and driving vs the max-likelihood planner and GPS-only in a simulated world",
+        description="Record (or reuse) a scripted exploration of the world, build the map with the sim VNM, then "
+                    "for each instruction of the set: parse, ground with the sim VLM, plan with LM-Nav search and "
+                    "the max-likelihood planner (planning success, planning efficiency), and drive the LM-Nav walk "
+                    "with the VNM and with GPS only (disengagements, efficiency). Writes eval-WORLD.json and "
+                    "eval-WORLD.png to --out.")
+    p.add_argument("--world", required=True, help="shipped world name (campus, industrial) or a world .toml file")
+    p.add_argument("--instructions", type=Path, default=None,
+                   help="instruction set JSON (default: the world's shipped <world>-instructions.json)")
+    p.add_argument("--models", type=Path, default=None,
+                   help="models folder (default: the shipped sim models, else [paths] models_dir)")
+    p.add_argument("--out", type=Path, default=None, help="output folder (default: ./eval-sim-WORLD)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the exploration's and the drives' noise (default 0)")
+    p.add_argument("--parser", choices=("auto", "rules", "llm"), default=None,
+                   help="landmark parser (default: [llm] landmark_parser)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N instructions")
+    p.add_argument("--no-drive", action="store_true", help="planning metrics only (skip the simulated drives)")
+    p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    p.set_defaults(func=_eval_sim)
+
+
+def _eval_sim(args, config) -> int:
+    try:
+        import pybullet  # noqa: F401
+    except ImportError as exc:
+        raise UsageError("eval sim needs the simulated world: pip install 'robot-app[sim]'") from exc
+    from robot_app.sim.eval import EvalError, EvalSettings, run_sim_eval
+    from robot_app.sim.eval_instructions import InstructionFileError
+    from robot_app.sim.eval_report import format_table
+    from robot_app.sim.world import WorldError
+
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(f"--limit {args.limit}: must be at least 1")
+    if args.models is not None and not args.models.is_dir():
+        raise UsageError(f"--models {args.models}: no such folder")
+    if args.instructions is not None and not args.instructions.is_file():
+        raise UsageError(f"--instructions {args.instructions}: no such file")
+    out = args.out or Path(f"eval-sim-{Path(args.world).stem}")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a folder")
+    settings = EvalSettings(world=args.world, out_dir=str(out),
+                            instructions=str(args.instructions) if args.instructions else None,
+                            models_dir=str(args.models) if args.models else None, seed=args.seed, parser=args.parser,
+                            execute=not args.no_drive, limit=args.limit, progress=not args.json)
+    try:
+        report = run_sim_eval(settings, config)
+    except (WorldError, InstructionFileError, EvalError) as exc:
+        raise UsageError(str(exc)) from exc
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(format_table(report))
+        print(f"\nreport: {report['report']}\nchart:  {report['chart']}\n({report['wall_s']:.0f} s)")
+    return 0

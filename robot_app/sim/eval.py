@@ -1,0 +1,343 @@
+"""``robot-app eval sim``: LM-Nav search vs the max-likelihood planner vs GPS-only driving in a simulated world.
+
+The paper's evaluation (Shah et al., CoRL 2022, Sec. 5, Tables 1 and 4) on a world with ground truth:
+
+1. a scripted exploration of the world (the instruction file's route, on the simulation clock) is
+   recorded into a traversal log, and the map is built from it with the VNM (LM-Nav Algorithm 2);
+   both are cached in the output folder and reused while their inputs are unchanged;
+2. every map node gets its TRUE pose from the log, and each instruction's landmarks their ground-truth
+   node sets (:mod:`robot_app.sim.eval_truth`);
+3. per instruction: the landmarks are parsed (rules, or the LLM when installed and configured), grounded
+   with the CLIP-format VLM, and planned with LM-Nav's search (:func:`core.search.plan_walk`) and the
+   max-likelihood baseline (:func:`core.search.plan_max_likelihood`); planning success and planning
+   efficiency (:mod:`core.metrics`) against the intended walk, the shortest walk through the truth sets
+   in order (the same search with log-likelihood 0 on truth nodes and -inf elsewhere);
+4. the LM-Nav walk is executed on the simulation clock with the VNM and with GPS only
+   (:mod:`robot_app.sim.eval_drive`): reached, disengagements, executed efficiency
+   ``min(1, intended metres / driven metres)``.
+
+The report (:mod:`robot_app.sim.eval_report`) has per-instruction rows and totals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from robot_app.sim.eval_drive import DriveParams, drive_walk
+from robot_app.sim.eval_instructions import InstructionSet, load_instructions, shipped_instructions
+from robot_app.sim.eval_truth import TruthParams, node_true_poses, truth_node_sets
+from robot_app.sim.world import World, load_world
+
+__all__ = ["EvalSettings", "EvalError", "run_sim_eval", "default_models_dir"]
+
+log = logging.getLogger(__name__)
+
+PLANNERS = ("lmnav", "max-likelihood")
+EXECUTIONS = ("lmnav-vnm", "lmnav-gps")
+
+
+class EvalError(ValueError):
+    """The evaluation cannot run as asked (missing CLIP model, bad files); the message says what to do."""
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """What ``robot-app eval sim`` runs (CLI options; units in the names)."""
+
+    world: str
+    out_dir: str
+    instructions: str | None = None
+    models_dir: str | None = None
+    seed: int = 0
+    width: int = 160
+    height: int = 120
+    hfov_deg: float = 90.0
+    parser: str | None = None
+    execute: bool = True
+    limit: int | None = None
+    progress: bool = False
+    drive: DriveParams = DriveParams()
+    truth: TruthParams = TruthParams()
+
+
+def default_models_dir(config) -> Path:
+    """The shipped sim models (``robot_app.sim.shipped_models_dir()``) when present, else ``[paths] models_dir``."""
+    try:
+        from robot_app.sim import shipped_models_dir
+
+        d = Path(shipped_models_dir())
+        if (d / "clip-image.onnx").is_file():
+            return d
+    except (ImportError, AttributeError):
+        pass
+    return Path(config.paths.models_dir)
+
+
+def _digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _sidecar_text(models_dir: Path, name: str) -> str:
+    p = models_dir / (name + ".json")
+    return p.read_text(encoding="utf-8") if p.is_file() else ""
+
+
+def _explore(world: World, iset: InstructionSet, s: EvalSettings, out: Path) -> tuple[Path, dict, bool]:
+    """Record the exploration log (or reuse the cached one). Returns (log folder, info, cached)."""
+    from robot_app.sim.explore import record_exploration
+
+    key = {"world": Path(world.source).read_text(encoding="utf-8") if Path(world.source).is_file() else world.name,
+           "route": iset.route, "speed": iset.speed_mps, "seed": s.seed, "size": [s.width, s.height],
+           "hfov": s.hfov_deg, "version": 1}
+    digest = _digest(key)
+    folder, meta = out / "exploration", out / "exploration.json"
+    if folder.is_dir() and meta.is_file():
+        info = json.loads(meta.read_text(encoding="utf-8"))
+        if info.get("key") == digest:
+            return folder, info, True
+    shutil.rmtree(folder, ignore_errors=True)
+    meta.unlink(missing_ok=True)
+    rep = record_exploration(world, [list(p) for p in iset.route], folder, speed_mps=iset.speed_mps, seed=s.seed,
+                             width=s.width, height=s.height, hfov_deg=s.hfov_deg)
+    if not rep.reached_end:
+        raise EvalError(f"{iset.source}: the exploration route did not reach its end "
+                        f"({'collision with ' + rep.collisions[0].name if rep.collisions else 'time limit'}); "
+                        "fix exploration.route")
+    info = {"key": digest, "frames": rep.frames, "distance_m": round(rep.distance_m, 1),
+            "sim_time_s": round(rep.sim_time_s, 1), "wall_s": round(rep.wall_s, 1)}
+    meta.write_text(json.dumps(info, indent=2), encoding="utf-8")
+    return folder, info, False
+
+
+def _build(log_dir: Path, models_dir: Path, config, explore_key: str, out: Path, progress: bool) -> tuple[Path, dict, bool]:
+    """Build the map from the exploration (or reuse it). Returns (map file, build report, cached)."""
+    from robot_app.map_build import build_map
+
+    key = _digest({"explore": explore_key, "mapping": dataclasses.asdict(config.mapping),
+                   "models": [_sidecar_text(models_dir, f) for f in ("vnm.onnx", "clip-image.onnx", "clip-text.onnx")]})
+    path, meta = out / "map.sqlite", out / "map.json"
+    if path.is_file() and meta.is_file():
+        info = json.loads(meta.read_text(encoding="utf-8"))
+        if info.get("key") == key:
+            return path, info["report"], True
+    meta.unlink(missing_ok=True)
+    rep = build_map([log_dir], path, config=config, models_dir=models_dir, overwrite=True, progress=progress)
+    report = {k: rep.as_dict()[k] for k in ("nodes", "edges", "components", "distance_source", "clip_model")}
+    meta.write_text(json.dumps({"key": key, "report": report}, indent=2), encoding="utf-8")
+    return path, report, False
+
+
+def _eval_config(config, models_dir: Path):
+    """The config with the models folder set and plain camera views (the sim camera is a pinhole)."""
+    return dataclasses.replace(config, paths=dataclasses.replace(config.paths, models_dir=str(models_dir)),
+                               camera=dataclasses.replace(config.camera, fisheye_k=[], fisheye_d=[], clip_crops=1))
+
+
+def _start_node(xy: np.ndarray, yaw: np.ndarray, start: tuple) -> int:
+    d = np.hypot(xy[:, 0] - start[0], xy[:, 1] - start[1])
+    cost = d + 2.0 * (1.0 - np.cos(yaw - start[2]))
+    return int(np.argmin(cost))
+
+
+def _length_m(xy: np.ndarray, nodes) -> float:
+    nodes = np.asarray(nodes, dtype=np.int64)
+    return float(np.linalg.norm(np.diff(xy[nodes], axis=0), axis=1).sum()) if nodes.size > 1 else 0.0
+
+
+class _Context:
+    """Everything shared by the instructions of one run: map, models, node poses."""
+
+    def __init__(self, world, topomap, config, models_dir: Path, log_dir: Path, settings: EvalSettings):
+        import utm
+
+        from core.tlog import read_log
+        from models.clip import open_clip_model
+        from models.sidecar import ModelMissing
+
+        self.world, self.map, self.config, self.s = world, topomap, config, settings
+        try:
+            self.clip = open_clip_model(models_dir, config=config)
+        except ModelMissing as exc:
+            raise EvalError(f"eval sim grounds instructions with the CLIP-format VLM: {exc}") from exc
+        try:
+            from models.vnm import open_vnm
+
+            self.vnm = open_vnm(models_dir, config=config)
+        except ModelMissing as exc:
+            log.warning("no VNM in %s (%s): the VNM execution is skipped", models_dir, exc)
+            self.vnm = None
+        tl = read_log(log_dir)
+        n = topomap.nodes
+        self.true_xy, self.true_yaw = node_true_poses(n.timestamp_s, tl.odom)
+        e0, n0, _, _ = utm.from_latlon(*world.anchor_latlon)
+        self.map_xy = np.stack([n.easting_m - e0, n.northing_m - n0], axis=1)
+        self.csr = topomap.csr()
+        self.image_emb, self.image_node = topomap.embeddings(self.clip.model_id)
+        self.renderer = None
+
+    def node_image(self, v: int) -> np.ndarray:
+        from robot_app.map_build import decode_jpeg
+
+        return decode_jpeg(self.map.images(int(v))[0])
+
+
+def _intended(ctx: _Context, truth: list, start: int, alpha: float):
+    from core.search import plan_walk
+
+    n = len(ctx.map.nodes)
+    logp = np.full((n, len(truth)), -np.inf)
+    for i, nodes in enumerate(truth):
+        logp[nodes, i] = 0.0
+    return plan_walk(*ctx.csr, logp, start, alpha=max(alpha, 1e-6))
+
+
+def _plan_row(ctx: _Context, ins, parse_fn) -> tuple[dict, dict]:
+    """Parse, ground and plan one instruction with both planners. Returns (row, walks by planner)."""
+    from core.metrics import planning_efficiency, planning_success
+    from core.search import plan_max_likelihood, plan_walk
+    from models.clip import ground_landmarks
+
+    cfg = ctx.config
+    truth = truth_node_sets(ctx.world, [lm.targets for lm in ins.landmarks], ctx.true_xy, ctx.true_yaw,
+                            params=ctx.s.truth)
+    start = _start_node(ctx.true_xy, ctx.true_yaw, ins.start)
+    row = {"id": ins.id, "text": ins.text, "start_node": start,
+           "truth": [{"phrase": lm.phrase, "targets": list(lm.targets), "nodes": int(t.size)}
+                     for lm, t in zip(ins.landmarks, truth)]}
+    landmarks, used = parse_fn(ins.text)
+    row["parser"], row["landmarks"] = used, landmarks
+    empty = [lm.phrase for lm, t in zip(ins.landmarks, truth) if t.size == 0]
+    intended = _intended(ctx, truth, start, cfg.planner.alpha) if not empty else None
+    if intended is None or not intended.ok:
+        row["error"] = (f"no map node counts as {', '.join(empty)}" if empty
+                        else "the truth landmarks cannot be reached in order on the map")
+        return row, {}
+    row["intended"] = {"length_steps": round(intended.length, 2),
+                       "length_m": round(_length_m(ctx.true_xy, intended.nodes), 2)}
+    g = ground_landmarks(ctx.clip, landmarks, ctx.image_emb, ctx.image_node, n_nodes=len(ctx.map.nodes),
+                         logit_scale=cfg.planner.logit_scale or None, normalise=cfg.planner.normalise,
+                         min_cosine=cfg.models.landmark_min_cosine)
+    walks, row["planners"] = {}, {}
+    for name, fn in (("lmnav", plan_walk), ("max-likelihood", plan_max_likelihood)):
+        r = fn(*ctx.csr, g.log_likelihood, start, alpha=cfg.planner.alpha)
+        item = {"status": r.status.value, "success": False, "efficiency": 0.0}
+        if r.ok:
+            lm_nodes = r.landmark_nodes
+            hits = [bool(int(v) in set(t.tolist())) for v, t in zip(lm_nodes, truth)] if len(lm_nodes) == len(truth) else []
+            item.update(success=len(lm_nodes) == len(truth) and planning_success(lm_nodes, truth),
+                        efficiency=round(planning_efficiency(intended.length, r.length), 4),
+                        length_steps=round(r.length, 2), length_m=round(_length_m(ctx.true_xy, r.nodes), 2),
+                        landmark_nodes=[int(v) for v in lm_nodes], landmark_hits=hits, walk_nodes=len(r.nodes))
+            if len(lm_nodes) != len(truth):
+                item["note"] = f"parser found {len(lm_nodes)} landmark(s), the truth has {len(truth)}"
+            walks[name] = r
+        row["planners"][name] = item
+    return row, walks
+
+
+def _execute(ctx: _Context, row: dict, walk, seed: int) -> None:
+    """Drive the LM-Nav walk with the VNM and with GPS only; add the results to ``row``."""
+    nodes = walk.nodes
+    truth_xy = ctx.true_xy[nodes]
+    intended_m = row["intended"]["length_m"]
+    row["executions"] = {}
+    modes = (["vnm"] if ctx.vnm is not None else []) + ["gps"]
+    for mode in modes:
+        kw = {}
+        if mode == "vnm":
+            if ctx.renderer is None:
+                from robot_app.sim.render import WorldRenderer
+
+                ctx.renderer = WorldRenderer(ctx.world, width=ctx.s.width, height=ctx.s.height,
+                                             hfov_deg=ctx.s.hfov_deg, seed=seed + 7919)
+            kw = {"vnm": ctx.vnm, "renderer": ctx.renderer,
+                  "goal_images": ctx.vnm.preprocess_many([ctx.node_image(v) for v in nodes])}
+        else:
+            kw = {"walk_gps_xy": ctx.map_xy[nodes]}
+        res = drive_walk(ctx.world, truth_xy, mode=mode, params=ctx.s.drive, seed=seed, **kw)
+        item = res.as_dict()
+        item["efficiency"] = round(min(1.0, intended_m / res.driven_m), 4) if res.reached and res.driven_m > 0 else 0.0
+        item["success"] = bool(res.reached and row["planners"]["lmnav"]["success"])
+        row["executions"][f"lmnav-{mode}"] = item
+
+
+def run_sim_eval(settings: EvalSettings, config) -> dict:
+    """Run the evaluation (module docstring); returns the JSON-ready report and writes it to the output folder.
+
+    Raises
+    ------
+    EvalError
+        Missing CLIP model, an exploration route that does not reach its end.
+    robot_app.sim.world.WorldError, robot_app.sim.eval_instructions.InstructionFileError
+        Bad world or instruction file.
+    """
+    from tqdm import tqdm
+
+    from core.mapstore import open_map
+    from robot_app.sim.eval_report import summarise, write_chart
+    from robot_app.landmark_parsing import parse_instruction
+
+    t0 = time.perf_counter()
+    world = load_world(settings.world)
+    ipath = Path(settings.instructions) if settings.instructions else shipped_instructions(world.name)
+    iset = load_instructions(ipath, world=world)
+    items = iset.instructions[: settings.limit] if settings.limit else iset.instructions
+    out = Path(settings.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    models_dir = Path(settings.models_dir) if settings.models_dir else default_models_dir(config)
+    if not (models_dir / config.models.clip_image_file).is_file():
+        raise EvalError(f"{models_dir}: no CLIP-format model ({config.models.clip_image_file}); eval sim needs the "
+                        "sim VLM (robot_app/data/models/sim) or --models DIR")
+    cfg = _eval_config(config, models_dir)
+    log_dir, explore_info, explore_cached = _explore(world, iset, settings, out)
+    map_path, build_info, map_cached = _build(log_dir, models_dir, cfg, explore_info["key"], out, settings.progress)
+    rows = []
+    with open_map(map_path) as topomap:
+        ctx = _Context(world, topomap, cfg, models_dir, log_dir, settings)
+        try:
+            def parse_fn(text):
+                return parse_instruction(text, config=cfg, parser=settings.parser)
+
+            for k, ins in enumerate(tqdm(items, desc=f"eval {world.name}", unit="instruction",
+                                         disable=not settings.progress, leave=False, dynamic_ncols=True)):
+                row, walks = _plan_row(ctx, ins, parse_fn)
+                if settings.execute and "lmnav" in walks:
+                    _execute(ctx, row, walks["lmnav"], settings.seed + 101 * k)
+                rows.append(row)
+        finally:
+            if ctx.renderer is not None:
+                ctx.renderer.close()
+    report = {"world": world.name, "instructions_file": str(ipath), "models_dir": str(models_dir),
+              "models": {"clip": ctx.clip.model_id, "vnm": getattr(ctx.vnm, "model_id", None)},
+              "seed": settings.seed, "alpha": cfg.planner.alpha, "parser": settings.parser or cfg.llm.landmark_parser,
+              "exploration": {**{k: v for k, v in explore_info.items() if k != "key"}, "cached": explore_cached},
+              "map": {**build_info, "cached": map_cached},
+              "truth_params": dataclasses.asdict(settings.truth), "drive_params": dataclasses.asdict(settings.drive),
+              "instructions": rows}
+    report["totals"] = summarise(rows, executed=settings.execute)
+    report["targets"] = _targets(report["totals"])
+    report["chart"] = str(write_chart(report, out / f"eval-{world.name}.png"))
+    report["wall_s"] = round(time.perf_counter() - t0, 1)
+    path = out / f"eval-{world.name}.json"
+    report["report"] = str(path)
+    path.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    return report
+
+
+def _targets(totals: dict) -> dict:
+    """Issue 10's targets: LM-Nav planning success >= 85 %, planning efficiency above max-likelihood."""
+    p = totals["planning"]
+    lm, ml = p.get("lmnav", {}), p.get("max-likelihood", {})
+    ok_rate = lm.get("success_rate")
+    e_lm, e_ml = lm.get("efficiency_mean"), ml.get("efficiency_mean")
+    return {"lmnav_planning_success_at_least_0.85": bool(ok_rate is not None and ok_rate >= 0.85),
+            "lmnav_efficiency_above_max_likelihood": bool(e_lm is not None and (e_ml is None or e_lm > e_ml))}

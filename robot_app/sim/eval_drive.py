@@ -1,0 +1,278 @@
+"""Executing a planned walk in the simulated world, on the simulation clock, for ``robot-app eval sim``.
+
+Two drivers, as in LM-Nav's experiments (Shah et al., CoRL 2022, Sec. 5 and its GPS ablation):
+
+- ``vnm``: the visual navigation model follows the walk's node images (GNM / ViNT deployment loop,
+  DESIGN.md "VNM contract"; the same rules as :class:`robot_app.vnm_navigator.VnmNavigator`): at the
+  VNM's frame rate the rendered camera frame enters the context queue, the VNM scores the walk's nodes
+  within ``window`` indices of the last localisation, the closest is the localisation, the next node
+  becomes the subgoal once the closest is within ``close_steps``, and its waypoint goes through the PD
+  rule (:func:`core.control.waypoint_to_velocity`).
+- ``gps``: no images; pure pursuit through the walk nodes' map (GPS) positions with the noisy
+  :class:`~robot_app.sim.plant.GpsView` fix (:func:`core.control.line_follow_velocity` towards a point
+  ``lookahead_m`` ahead on the walk).
+
+Disengagements (the paper's count of operator interventions) are judged from the TRUE state: a
+``collision`` (the plant refused a step), ``off_path`` (more than ``off_path_m`` from the walk's true
+polyline), ``lost`` (the VNM matched no node for ``max_lost_steps`` steps) and ``stuck`` (less than
+1 m driven in ``stuck_s``). After each one the "operator" puts the robot back on the walk at the node
+after the one it had reached, facing the walk, and the driver continues; after ``max_disengagements``
+the run is abandoned.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from core.control import line_follow_velocity, waypoint_to_velocity
+from firmware_bridge.kinematics import twist_to_wheels
+from robot_app.sim.plant import GpsView, WorldPlant
+from robot_app.sim.world import World
+
+__all__ = ["DriveParams", "DriveResult", "drive_walk", "polyline_distance"]
+
+log = logging.getLogger(__name__)
+
+PHYSICS_HZ = 50.0
+DISENGAGEMENT_KINDS = ("collision", "off_path", "lost", "stuck")
+
+
+@dataclass(frozen=True)
+class DriveParams:
+    """Limits and thresholds of :func:`drive_walk` (units in the names)."""
+
+    max_v_mps: float = 1.0
+    max_omega_radps: float = 1.5
+    control_hz: float = 4.0
+    off_path_m: float = 6.0
+    goal_radius_m: float = 3.0
+    lookahead_m: float = 2.5
+    stuck_s: float = 30.0
+    max_disengagements: int = 10
+    window: int = 4
+    close_steps: float = 3.0
+    max_lost_steps: int = 12
+    waypoint_index: int = 2
+    gps_noise_m: float = 1.0
+
+
+@dataclass
+class DriveResult:
+    """One execution: ``reached`` the walk's end (true position within the goal radius), the
+    disengagements by kind, metres driven (true), simulated seconds, the true track (T, 2) m ENU."""
+
+    mode: str
+    reached: bool = False
+    disengagements: dict = field(default_factory=lambda: dict.fromkeys(DISENGAGEMENT_KINDS, 0))
+    driven_m: float = 0.0
+    sim_time_s: float = 0.0
+    final_error_m: float = float("nan")
+    abandoned: bool = False
+    track_xy_m: np.ndarray | None = None
+
+    @property
+    def total_disengagements(self) -> int:
+        return int(sum(self.disengagements.values()))
+
+    def as_dict(self) -> dict:
+        return {"mode": self.mode, "reached": self.reached, "disengagements": dict(self.disengagements),
+                "disengagements_total": self.total_disengagements, "driven_m": round(self.driven_m, 2),
+                "sim_time_s": round(self.sim_time_s, 2),
+                "final_error_m": None if not math.isfinite(self.final_error_m) else round(self.final_error_m, 2),
+                "abandoned": self.abandoned}
+
+
+def polyline_distance(xy: np.ndarray, x: float, y: float) -> float:
+    """Distance (m) from (x, y) to the polyline ``xy`` (K, 2) m; to the point when K = 1."""
+    if xy.shape[0] == 1:
+        return float(math.hypot(x - xy[0, 0], y - xy[0, 1]))
+    a, b = xy[:-1], xy[1:]
+    ab = b - a
+    L2 = np.maximum((ab ** 2).sum(axis=1), 1e-12)
+    t = np.clip(((x - a[:, 0]) * ab[:, 0] + (y - a[:, 1]) * ab[:, 1]) / L2, 0.0, 1.0)
+    px, py = a[:, 0] + t * ab[:, 0], a[:, 1] + t * ab[:, 1]
+    return float(np.hypot(px - x, py - y).min())
+
+
+def _heading_at(xy: np.ndarray, i: int) -> float:
+    j = min(i + 1, xy.shape[0] - 1)
+    k = i if j != i else max(i - 1, 0)
+    d = xy[j] - xy[k] if j != k else np.array([1.0, 0.0])
+    return math.atan2(d[1], d[0])
+
+
+class _GpsFollower:
+    """Pure pursuit over the walk's map positions with noisy GPS (no images)."""
+
+    def __init__(self, walk_gps_xy: np.ndarray, plant: WorldPlant, p: DriveParams, seed: int):
+        self.xy, self.p = walk_gps_xy, p
+        seg = np.linalg.norm(np.diff(self.xy, axis=0), axis=1) if len(self.xy) > 1 else np.zeros(0)
+        self.s = np.concatenate([[0.0], np.cumsum(seg)])
+        self.gps = GpsView(plant, noise_m=p.gps_noise_m, seed=seed)
+        self.progress = 0.0
+
+    def _point(self, s: float) -> np.ndarray:
+        s = min(max(s, 0.0), self.s[-1])
+        return np.array([np.interp(s, self.s, self.xy[:, 0]), np.interp(s, self.s, self.xy[:, 1])])
+
+    def reset(self, index: int) -> None:
+        self.progress = float(self.s[index])
+
+    def step(self, st) -> tuple[float, float, bool, bool]:
+        g = self.gps.state()
+        win = np.linspace(self.progress, min(self.progress + 2 * self.p.lookahead_m, self.s[-1]), 30)
+        cand = np.stack([np.interp(win, self.s, self.xy[:, 0]), np.interp(win, self.s, self.xy[:, 1])], 1)
+        self.progress = float(win[np.argmin(np.hypot(cand[:, 0] - g.x_m, cand[:, 1] - g.y_m))])
+        end = self.xy[-1]
+        if self.s[-1] - self.progress < 0.5 and math.hypot(g.x_m - end[0], g.y_m - end[1]) < 1.0:
+            return 0.0, 0.0, True, False
+        tx, ty = self._point(self.progress + self.p.lookahead_m)
+        v, w = line_follow_velocity(g.x_m, g.y_m, st.yaw_rad, tx, ty, max_v_mps=self.p.max_v_mps,
+                                    max_omega_radps=self.p.max_omega_radps)
+        return v, w, False, False
+
+
+class _VnmFollower:
+    """The GNM deployment loop on rendered frames (see the module docstring)."""
+
+    def __init__(self, vnm, goals: np.ndarray, renderer, p: DriveParams):
+        self.vnm, self.goals, self.ren, self.p = vnm, goals, renderer, p
+        self.ctx = vnm.new_context()
+        self.idx, self.lost, self.frame_no = 0, 0, 0
+        self.lost_steps = vnm.dist_range_steps[1]
+        self.wp_index = min(p.waypoint_index, vnm.len_traj_pred - 1)
+
+    def reset(self, index: int) -> None:
+        self.idx, self.lost = index, 0
+        self.ctx.clear()
+
+    def step(self, st) -> tuple[float, float, bool, bool]:
+        frame = self.ren.render(st.x_m, st.y_m, st.yaw_rad, index=self.frame_no)
+        self.frame_no += 1
+        self.ctx.push(frame)
+        while not self.ctx.ready:  # after a start or a reset: the context is the current view
+            self.ctx.push(frame)
+        n = self.goals.shape[0]
+        lo, hi = max(0, self.idx - self.p.window), min(n, self.idx + self.p.window + 1)
+        pred = self.vnm.predict(self.ctx.stack(), self.goals[lo:hi])
+        d = pred.dist_steps
+        j = int(np.argmin(d))
+        if float(d[j]) > self.lost_steps:
+            self.lost += 1
+            return 0.0, 0.0, False, self.lost >= self.p.max_lost_steps
+        self.lost = 0
+        self.idx = lo + j
+        close = float(d[j]) < self.p.close_steps
+        if self.idx == n - 1 and close:
+            return 0.0, 0.0, True, False
+        sub = min(self.idx + 1, n - 1) if close else self.idx
+        wp = pred.waypoints_m(max_v_mps=self.p.max_v_mps, frame_rate_hz=self.vnm.frame_rate_hz)[sub - lo, self.wp_index]
+        v, w = waypoint_to_velocity(float(wp[0]), float(wp[1]), dt_s=1.0 / self.p.control_hz,
+                                    max_v_mps=self.p.max_v_mps, max_omega_radps=self.p.max_omega_radps)
+        return v, w, False, False
+
+
+def drive_walk(world: World, walk_true_xy, *, mode: str, walk_gps_xy=None, vnm=None, goal_images=None,
+               renderer=None, params: DriveParams = DriveParams(), seed: int = 0) -> DriveResult:
+    """Drive a walk in ``world`` on the simulation clock and judge it from the true state.
+
+    Parameters
+    ----------
+    world : World
+    walk_true_xy : (K, 2) float, true positions (m ENU) of the walk's nodes, in walk order: the robot
+        starts at the first, facing the second; the judge uses them for off-path and the goal.
+    mode : ``"vnm"`` or ``"gps"``.
+    walk_gps_xy : (K, 2) float, the nodes' map (GPS) positions, m ENU; needed for ``gps``.
+    vnm : :class:`models.vnm.VnmModel`, goal_images : (K, 3, H, W) float32 preprocessed node images,
+    renderer : :class:`robot_app.sim.render.WorldRenderer` with the map's camera settings; for ``vnm``.
+    params : DriveParams
+    seed : int, seed of the GPS noise.
+
+    Returns
+    -------
+    DriveResult
+
+    Raises
+    ------
+    ValueError
+        Unknown mode, an empty walk, or a mode's inputs missing.
+    """
+    truth = np.asarray(walk_true_xy, dtype=np.float64).reshape(-1, 2)
+    if truth.shape[0] == 0:
+        raise ValueError("drive_walk: the walk is empty")
+    if mode == "gps":
+        if walk_gps_xy is None:
+            raise ValueError("drive_walk: mode 'gps' needs walk_gps_xy")
+    elif mode == "vnm":
+        if vnm is None or goal_images is None or renderer is None:
+            raise ValueError("drive_walk: mode 'vnm' needs vnm, goal_images and renderer")
+    else:
+        raise ValueError(f"drive_walk: mode must be 'vnm' or 'gps', got {mode!r}")
+    res = DriveResult(mode)
+    plant = WorldPlant(world, start=(truth[0, 0], truth[0, 1], _heading_at(truth, 0)))
+    if truth.shape[0] == 1:
+        res.reached, res.final_error_m, res.track_xy_m = True, 0.0, truth.copy()
+        return res
+    if mode == "gps":
+        ctrl = _GpsFollower(np.asarray(walk_gps_xy, dtype=np.float64).reshape(-1, 2), plant, params, seed)
+    else:
+        ctrl = _VnmFollower(vnm, goal_images, renderer, params)
+    seg = np.linalg.norm(np.diff(truth, axis=0), axis=1)
+    limit_s = 3.0 * float(seg.sum()) / params.max_v_mps + 120.0
+    substeps = max(1, int(round(PHYSICS_HZ / params.control_hz)))
+    dt = 1.0 / PHYSICS_HZ
+    t, progress, track = 0.0, 0, [tuple(truth[0])]
+    moved_at, moved_from = 0.0, truth[0].copy()
+    n_coll = 0
+    while t < limit_s:
+        st = plant.state()
+        v, w, done, lost = ctrl.step(st)
+        if done:
+            res.final_error_m = float(math.hypot(st.x_m - truth[-1, 0], st.y_m - truth[-1, 1]))
+            res.reached = res.final_error_m <= params.goal_radius_m
+            break
+        for _ in range(substeps):
+            left, right = twist_to_wheels(v, w, wheel_radius_m=plant.r, wheel_separation_m=plant.ws)
+            x0, y0 = plant.state().x_m, plant.state().y_m
+            plant.step(left, right, dt)
+            after = plant.state()
+            res.driven_m += math.hypot(after.x_m - x0, after.y_m - y0)
+        t += substeps * dt
+        st = plant.state()
+        track.append((st.x_m, st.y_m))
+        lo, hi = max(0, progress - 2), min(truth.shape[0], progress + 5)
+        progress = lo + int(np.argmin(np.hypot(truth[lo:hi, 0] - st.x_m, truth[lo:hi, 1] - st.y_m)))
+        if math.hypot(st.x_m - moved_from[0], st.y_m - moved_from[1]) > 1.0:
+            moved_at, moved_from = t, np.array([st.x_m, st.y_m])
+        kind = None
+        if len(plant.collisions) > n_coll:
+            kind = "collision"
+        elif polyline_distance(truth, st.x_m, st.y_m) > params.off_path_m:
+            kind = "off_path"
+        elif lost:
+            kind = "lost"
+        elif t - moved_at > params.stuck_s:
+            kind = "stuck"
+        if kind is not None:
+            res.disengagements[kind] += 1
+            log.debug("%s drive: %s disengagement at (%.1f, %.1f) m, walk index %d", mode, kind, st.x_m, st.y_m,
+                      progress)
+            if res.total_disengagements >= params.max_disengagements:
+                res.abandoned = True
+                break
+            progress = min(progress + 1, truth.shape[0] - 1)
+            plant.teleport(truth[progress, 0], truth[progress, 1], _heading_at(truth, progress))
+            n_coll = len(plant.collisions)
+            ctrl.reset(progress)
+            moved_at, moved_from = t, truth[progress].copy()
+    else:
+        st = plant.state()
+        res.final_error_m = float(math.hypot(st.x_m - truth[-1, 0], st.y_m - truth[-1, 1]))
+        log.debug("%s drive: time limit %.0f s reached", mode, limit_s)
+    res.sim_time_s = t
+    res.track_xy_m = np.asarray(track, dtype=np.float64)
+    return res
