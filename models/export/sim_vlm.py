@@ -248,7 +248,8 @@ def _check_onnx_file(path: Path) -> None:
 
 def export_sim_vlm(out_dir: str | os.PathLike, image_module, *, image_size: int, text_encoder, tokenizer,
                    source: str | os.PathLike | None = None, logit_scale: float, reference_images,
-                   extra_params: dict | None = None, quantize_text: bool = True) -> dict:
+                   extra_params: dict | None = None, quantize_text: bool = True,
+                   reuse_text: dict | None = None) -> dict:
     """Export a trained image encoder and the frozen MiniLM text encoder in the CLIP file format.
 
     Parameters
@@ -269,6 +270,9 @@ def export_sim_vlm(out_dir: str | os.PathLike, image_module, *, image_size: int,
         Added to both sidecars' ``params`` (e.g. ``landmark_min_cosine``, training figures).
     quantize_text
         int8 dynamic quantisation of the text encoder's weights.
+    reuse_text
+        The ``"text"`` entry of an earlier call's result for the same ``out_dir``: its
+        ``clip-text.onnx`` (the frozen encoder) is kept instead of being exported again.
 
     Returns
     -------
@@ -286,6 +290,8 @@ def export_sim_vlm(out_dir: str | os.PathLike, image_module, *, image_size: int,
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     clear_sidecars(out, ("clip-image.onnx", "clip-text.onnx"))
+    if reuse_text is not None and not (out / "clip-text.onnx").is_file():
+        raise ExportError(f"{out}: reuse_text given but clip-text.onnx is not there")
     src = Path(source) if source else minilm_source()
     image_module = image_module.eval()
     pixels = preprocess_images(list(reference_images), size=image_size, mean=MEAN, std=STD)
@@ -297,7 +303,7 @@ def export_sim_vlm(out_dir: str | os.PathLike, image_module, *, image_size: int,
                            dynamic_axes={"pixel_values": {0: "batch"}, "image_embeds": {0: "batch"}})
     d_img = assert_close("sim-vlm image encoder", ort_run(out / "clip-image.onnx", {"pixel_values": pixels})[0],
                          img_ref, atol=1e-4)
-    txt = export_text_encoder(out, text_encoder, tokenizer, source=src, quantize=quantize_text)
+    txt = reuse_text or export_text_encoder(out, text_encoder, tokenizer, source=src, quantize=quantize_text)
 
     tok_file = out / "clip-tokenizer.json"
     shutil.copyfile(src / "tokenizer.json", tok_file)

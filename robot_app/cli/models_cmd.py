@@ -139,7 +139,7 @@ def _info(args, config) -> int:
             rows.append(row)
             continue
         row.update(status="ok", architecture=sc.architecture, weights=sc.weights, random_init=sc.random_init,
-                   sha256=sc.sha256, size_mb=round(sc.model_path.stat().st_size / 1e6, 1),
+                   sim_only=bool(sc.params.get("sim_only", False)), sha256=sc.sha256, size_mb=round(sc.model_path.stat().st_size / 1e6, 1),
                    exported=sc.raw.get("exported_utc"), onnx=sc.onnx,
                    params={k: v for k, v in sc.params.items() if k not in ("mean", "std")})
         rows.append(row)
@@ -152,6 +152,8 @@ def _info(args, config) -> int:
         for r in rows:
             if r["status"] == "ok":
                 extra = " RANDOM WEIGHTS (tests only)" if r["random_init"] else ""
+                if r["sim_only"]:
+                    extra += " SIM-ONLY (trained on simulated renders; meaningless on real camera images)"
                 print(f"  {r['file']:<18} ok       {r['architecture']} ({r['weights']}), {r['size_mb']} MB, "
                       f"sha256 {r['sha256'][:12]}{extra}")
                 if "parity" in r:

@@ -7,6 +7,8 @@
 - :mod:`robot_app.sim.camera`: :class:`SimCamera`, the app's ``[camera] source = "sim"`` backend.
 - :mod:`robot_app.sim.explore`: :func:`record_exploration`, a scripted drive on the simulation clock
   written as a traversal log.
+- :mod:`robot_app.sim.views`, :mod:`robot_app.sim.train_vlm`: labelled views and the training of the
+  sim-only stand-in VLM; :func:`shipped_models_dir` is where the trained sim models ship.
 
 Names are imported lazily so ``import robot_app.sim`` does not load pybullet.
 """
@@ -14,6 +16,7 @@ Names are imported lazily so ``import robot_app.sim`` does not load pybullet.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 _EXPORTS = {
     "World": "world", "WorldError": "world", "load_world": "world", "shipped_worlds": "world",
@@ -21,9 +24,19 @@ _EXPORTS = {
     "SimCamera": "camera", "set_active_plant": "camera", "active_plant": "camera",
     "record_exploration": "explore", "ExplorationReport": "explore",
     "world_plant_from_config": "camera",
+    "train_sim_vlm": "train_vlm",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted([*_EXPORTS, "shipped_models_dir"])
+
+
+def shipped_models_dir() -> Path:
+    """The folder of the SIM-ONLY stand-in models shipped with the package (``robot_app/data/models/sim``).
+
+    Point ``[paths] models_dir`` at it to run the app in the simulated world; the files are trained on
+    renders of the shipped worlds and mean nothing on real camera images.
+    """
+    return Path(__file__).resolve().parents[1] / "data" / "models" / "sim"
 
 
 def __getattr__(name: str):

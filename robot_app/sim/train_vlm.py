@@ -1,0 +1,338 @@
+"""Train the sim-only stand-in VLM on rendered views of the simulated worlds, export it, measure it.
+
+:func:`train_sim_vlm` renders labelled views (:mod:`robot_app.sim.views`), trains the small CNN image
+encoder of :mod:`models.export.sim_vlm` so that the cosine of a view's embedding with the FROZEN MiniLM
+embedding of a TRAIN phrasing of a category is high when the category is clearly visible and low when
+it is not, exports the CLIP-format files, and measures them through the production runtime
+(:func:`models.clip.open_clip_model`, onnxruntime) on HELD-OUT renders (other poses, other noise seed)
+with HELD-OUT phrasings.
+
+Loss (per batch of B views, C categories, one train phrasing t_c drawn per category and step): a
+sigmoid loss on ``s * cos(f_i, t_c) + b`` with learnable scale and bias (SigLIP, Zhai et al. 2023,
+Sec. 3) over the labelled (view, category) pairs, plus a text-to-image contrastive term (CLIP, Radford
+et al. 2021, Sec. 2.3) that, for each category with a visible view in the batch, puts the softmax mass
+over the batch's views on the views that show it (the retrieval the planner does).
+
+Quality (LM-Nav, Shah et al. 2022, Table 3, "landmark retrieval"): for each landmark phrase and each
+world, rank that world's held-out views by cosine with the prompted phrase ("This is a photo of ___",
+LM-Nav App. A); a hit when one of the 3 best views shows the landmark. Chance: the same probability
+for a random ranking, ``1 - C(N - P, 3) / C(N, 3)`` with P of N views showing it. Views where the
+landmark is only partly visible (label -1) are left out of its ranking.
+
+Calibration: ``logit_scale`` is the temperature that maximises the held-out log-likelihood of the views
+showing a landmark under the softmax over a world's views (temperature scaling, Guo et al. 2017,
+Sec. 4.2); ``landmark_min_cosine`` separates the best-view cosine of landmarks in a world from that of
+landmarks absent from it (:func:`models.clip.calibrate_min_cosine`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from robot_app.sim.views import CATEGORIES, PHRASES, ViewSet, render_views, sample_poses
+from robot_app.sim.world import load_world
+
+__all__ = ["train_sim_vlm", "retrieval_top_k", "TRAIN_TEMPLATES", "ABSENT_PHRASES"]
+
+log = logging.getLogger(__name__)
+
+IMAGE_SIZE = 64
+#: Prompt templates applied to TRAIN phrasings during training (the runtime prompt is the first).
+TRAIN_TEMPLATES = ("This is a photo of {}", "{}", "a photo of {}", "a picture of {}")
+#: Landmarks that no shipped world contains (for the not-in-map threshold).
+ABSENT_PHRASES = ("a yellow school bus", "a fountain", "a bicycle", "a swimming pool", "a helicopter",
+                  "a statue of a horse", "a red fire truck", "a wind turbine")
+#: (train views per world, held-out views per world, epochs) of a full and of a quick run.
+FULL = (5000, 600, 16)
+QUICK = (120, 60, 2)
+_SIZES = ((160, 120), (320, 240))
+_SIZE_WEIGHTS = (0.75, 0.25)
+
+
+def retrieval_top_k(cos: np.ndarray, labels: np.ndarray, *, k: int = 3) -> tuple[float, float] | None:
+    """Top-k hit and its chance level for one landmark query over one world's views.
+
+    Parameters
+    ----------
+    cos : (N,) float, cosine of each view with the query.
+    labels : (N,) int, 1 view shows the landmark, 0 it does not, -1 unsure (left out).
+
+    Returns
+    -------
+    (hit, chance) or None when no view shows the landmark: ``hit`` 1.0 if one of the k best views
+    shows it, ``chance`` the probability of that for a random ranking.
+    """
+    keep = labels >= 0
+    c, lab = np.asarray(cos)[keep], np.asarray(labels)[keep]
+    n, p = len(c), int((lab == 1).sum())
+    if p == 0:
+        return None
+    top = np.argsort(-c, kind="stable")[:k]
+    hit = float((lab[top] == 1).any())
+    kk = min(k, n)
+    chance = 1.0 - math.comb(n - p, kk) / math.comb(n, kk)
+    return hit, chance
+
+
+def _render(worlds, n_per_world: int, *, seed: int, bar) -> ViewSet:
+    parts = []
+    for wi, w in enumerate(worlds):
+        rng = np.random.default_rng([seed, wi, 11])
+        poses = sample_poses(w, n_per_world, rng=rng)
+        parts.append(render_views(w, poses, image_size=IMAGE_SIZE, seed=seed * 1000 + wi, sizes=_SIZES,
+                                  size_weights=_SIZE_WEIGHTS, progress=bar.update if bar else None))
+    return ViewSet.concat(parts)
+
+
+def _text_bank(text_encoder, tokenizer):
+    """(M, 384) embeddings of every category's TRAIN phrasing x template, and each row's category."""
+    from models.export.sim_vlm import embed_texts
+
+    texts, cat = [], []
+    for ci, c in enumerate(CATEGORIES):
+        for ph in PHRASES[c][0]:
+            for t in TRAIN_TEMPLATES:
+                texts.append(t.replace("{}", ph))
+                cat.append(ci)
+    return embed_texts(texts, text_encoder, tokenizer), np.asarray(cat)
+
+
+def _augment(torch, x, gen):
+    """Random horizontal flip and brightness/contrast jitter of a (B, 3, S, S) [0, 1] batch."""
+    b = x.shape[0]
+    flip = torch.rand(b, generator=gen) < 0.5
+    x = torch.where(flip[:, None, None, None], x.flip(-1), x)
+    gain = 1.0 + 0.25 * (torch.rand(b, 1, 1, 1, generator=gen) - 0.5)
+    bias = 0.08 * (torch.rand(b, 1, 1, 1, generator=gen) - 0.5)
+    mean = x.mean(dim=(1, 2, 3), keepdim=True)
+    return ((x - mean) * gain + mean + bias).clamp(0.0, 1.0)
+
+
+def _train(train: ViewSet, bank, bank_cat, *, epochs: int, seed: int, batch: int = 64, bar=None):
+    import torch
+    import torch.nn.functional as F
+
+    from models.export.sim_vlm import MEAN, STD, image_encoder
+
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    model = image_encoder()
+    logit_s = torch.nn.Parameter(torch.tensor(math.log(10.0)))
+    logit_b = torch.nn.Parameter(torch.tensor(-5.0))
+    steps = epochs * math.ceil(len(train) / batch)
+    opt = torch.optim.AdamW([*model.parameters(), logit_s, logit_b], lr=2e-3, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=2e-3, total_steps=steps, pct_start=0.1)
+    imgs = torch.from_numpy(train.images).permute(0, 3, 1, 2).contiguous()  # uint8 (N, 3, S, S)
+    labels = torch.from_numpy(train.labels.astype(np.int64))
+    bank_t = torch.from_numpy(bank)
+    rows_of = [torch.from_numpy(np.flatnonzero(bank_cat == c)) for c in range(len(CATEGORIES))]
+    mean = torch.tensor(MEAN).view(1, 3, 1, 1)
+    std = torch.tensor(STD).view(1, 3, 1, 1)
+    history = []
+    model.train()
+    for epoch in range(epochs):
+        order = torch.randperm(len(train), generator=gen)
+        total = 0.0
+        for i in range(0, len(order), batch):
+            idx = order[i:i + batch]
+            x = _augment(torch, imgs[idx].float() / 255.0, gen)
+            f = model((x - mean) / std)
+            pick = torch.stack([r[torch.randint(len(r), (1,), generator=gen)][0] for r in rows_of])
+            cos = f @ bank_t[pick].T  # (B, C)
+            y = labels[idx]
+            known = (y >= 0).float()
+            logits = logit_s.exp() * cos + logit_b
+            sig = (F.binary_cross_entropy_with_logits(logits, (y == 1).float(), reduction="none") * known).sum()
+            sig = sig / known.sum().clamp(min=1.0)
+            # text -> image contrastive term over the batch, for categories with a visible view
+            has = (y == 1).any(dim=0)
+            if bool(has.any()):
+                lp = torch.log_softmax(logit_s.exp() * cos[:, has].T.masked_fill(y[:, has].T < 0, -1e4), dim=1)
+                pos = (y[:, has].T == 1)
+                nce = -torch.logsumexp(lp.masked_fill(~pos, -1e4), dim=1).mean()
+            else:
+                nce = torch.zeros(())
+            loss = sig + 0.5 * nce
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            total += float(loss) * len(idx)
+            if bar is not None:
+                bar.update(1)
+        history.append(round(total / len(train), 4))
+        log.info("epoch %d/%d: loss %.4f, scale %.2f, bias %.2f", epoch + 1, epochs, history[-1],
+                 float(logit_s.exp()), float(logit_b))
+    model.eval()
+    return model, history, float(logit_s.exp()), float(logit_b)
+
+
+def _evaluate(clip, held: ViewSet, worlds) -> dict:
+    """Retrieval top-3 (held-out / train phrasings), calibration of logit scale and min cosine."""
+    from models.clip import calibrate_min_cosine
+
+    emb = clip.encode_images(list(held.images), batch_size=64)
+    names = np.asarray(held.world)
+    res: dict = {"views_per_world": {}, "per_world": {}}
+    hits = {"held_out": [], "train": []}
+    pos_sets, present_best, absent_best = [], [], []
+    absent_emb = clip.encode_landmarks(list(ABSENT_PHRASES))
+    for w in worlds:
+        sel = names == w.name
+        e, lab = emb[sel], held.labels[sel]
+        res["views_per_world"][w.name] = int(sel.sum())
+        per = {"held_out": [], "train": []}
+        for ci, c in enumerate(CATEGORIES):
+            for split, phrases in (("held_out", PHRASES[c][1]), ("train", PHRASES[c][0])):
+                cos_all = e @ clip.encode_landmarks(list(phrases)).T  # (n, P)
+                for j in range(len(phrases)):
+                    r = retrieval_top_k(cos_all[:, j], lab[:, ci])
+                    if r is not None:
+                        per[split].append(r)
+                        if split == "held_out":
+                            keep = lab[:, ci] >= 0
+                            pos_sets.append((cos_all[keep, j], lab[keep, ci] == 1))
+                            present_best.append(float(cos_all[lab[:, ci] == 1, j].max()))
+        absent_best.extend((e @ absent_emb.T).max(axis=0).tolist())
+        res["per_world"][w.name] = {s: round(float(np.mean([h for h, _ in v])), 3) for s, v in per.items() if v}
+        for s in hits:
+            hits[s].extend(per[s])
+    for s, v in hits.items():
+        res[f"top3_{s}_phrasings"] = round(float(np.mean([h for h, _ in v])), 3) if v else None
+        res[f"chance_top3_{s}_phrasings"] = round(float(np.mean([c for _, c in v])), 3) if v else None
+        res[f"queries_{s}"] = len(v)
+    res["logit_scale"] = _calibrate_scale(pos_sets)
+    res["min_cosine"] = calibrate_min_cosine(present_best, absent_best)
+    res["present_best_cosine_min"] = round(min(present_best), 4) if present_best else None
+    return res
+
+
+def _calibrate_scale(pos_sets) -> float:
+    """Scale maximising the mean log softmax mass on the views that show the landmark."""
+    grid = np.exp(np.linspace(np.log(2.0), np.log(200.0), 60))
+    best, best_ll = float(grid[0]), -np.inf
+    for s in grid:
+        ll = 0.0
+        for cos, pos in pos_sets:
+            z = s * cos
+            lse = np.logaddexp.reduce(z)
+            ll += np.logaddexp.reduce(z[pos]) - lse
+        if ll > best_ll:
+            best, best_ll = float(s), ll
+    return round(best, 2)
+
+
+def train_sim_vlm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: bool = False,
+                  progress: bool = True, threads: int | None = None) -> dict:
+    """Render, train, export and measure the sim-only stand-in VLM.
+
+    Parameters
+    ----------
+    worlds
+        World names or files (e.g. ``["campus", "industrial"]``), or loaded :class:`World` objects.
+    out_dir
+        Folder for ``clip-image.onnx``, ``clip-text.onnx``, their sidecars, ``clip-tokenizer.json``,
+        ``clip-reference.npz`` and ``sim-vlm-quality.json`` (created; those files are replaced).
+    seed
+        Seeds poses, sensor noise, initialisation and batches (held-out views use other seeds).
+    quick
+        Small data and 2 epochs (tests); the figures then mean little.
+    progress
+        tqdm progress bars on stderr.
+    threads
+        torch intra-op threads (default: up to 4, fewer on a smaller machine).
+
+    Returns
+    -------
+    dict
+        The quality figures also written to ``sim-vlm-quality.json``: ``top3_held_out_phrasings``,
+        ``top3_train_phrasings``, their ``chance_*`` levels, per-world figures, the calibrated
+        ``logit_scale`` and ``min_cosine``, the training loss per epoch, data sizes, wall times (s),
+        file sizes (bytes).
+
+    Raises
+    ------
+    ValueError
+        ``worlds`` is empty. :class:`robot_app.sim.world.WorldError` for a world that does not load;
+        ``models.export.common.ExportError`` when an export check fails; ImportError without the
+        ``export`` and ``sim`` extras.
+    """
+    import torch
+    from tqdm import tqdm
+
+    from models.clip import open_clip_model
+    from models.export.sim_vlm import export_sim_vlm, load_text_encoder
+
+    if isinstance(worlds, (str, os.PathLike)) or not worlds:
+        raise ValueError(f"worlds: expected a non-empty list of world names or files, got {worlds!r}")
+    worlds = [w if hasattr(w, "objects") else load_world(w) for w in worlds]
+    n_train, n_held, epochs = QUICK if quick else FULL
+    torch.set_num_threads(int(threads) if threads else max(1, min(4, os.cpu_count() or 1)))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    with tqdm(total=len(worlds) * (n_train + n_held), desc="sim VLM: rendering views", unit="view",
+              disable=not progress) as bar:
+        train = _render(worlds, n_train, seed=seed, bar=bar)
+        held = _render(worlds, n_held, seed=seed + 7919, bar=bar)  # other poses, other sensor noise
+    t_render = time.monotonic() - t0
+    text_encoder, tokenizer = load_text_encoder()
+    bank, bank_cat = _text_bank(text_encoder, tokenizer)
+    steps = epochs * math.ceil(len(train) / 64)
+    t1 = time.monotonic()
+    with tqdm(total=steps, desc="sim VLM: training", unit="step", disable=not progress) as bar:
+        model, history, scale, bias = _train(train, bank, bank_cat, epochs=epochs, seed=seed, bar=bar)
+    t_train = time.monotonic() - t1
+    # provisional export (scale from training), then calibrate on held-out views and re-export
+    ref_images = list(held.images[:4])
+    first = export_sim_vlm(out, model, image_size=IMAGE_SIZE, text_encoder=text_encoder, tokenizer=tokenizer,
+                           logit_scale=scale, reference_images=ref_images)
+    quality = _evaluate(open_clip_model(out, warm_up=False), held, worlds)
+    extra = {"landmark_min_cosine": quality["min_cosine"]["threshold"], "train_seed": int(seed),
+             "train_worlds": [w.name for w in worlds], "quality": "sim-vlm-quality.json"}
+    summary = export_sim_vlm(out, model, image_size=IMAGE_SIZE, text_encoder=text_encoder, tokenizer=tokenizer,
+                             logit_scale=quality["logit_scale"], reference_images=ref_images, extra_params=extra,
+                             reuse_text=first["text"])
+    quality.update(
+        sim_only=True, quick=bool(quick), seed=int(seed), worlds=[w.name for w in worlds],
+        train_views=len(train), held_out_views=len(held), epochs=epochs, image_size=IMAGE_SIZE,
+        train_positive_per_category={c: int(v) for c, v in zip(CATEGORIES, (train.labels == 1).sum(axis=0))},
+        train_loss=history, trained_scale=round(scale, 3), trained_bias=round(bias, 3),
+        text_int8_cosine_min=summary["text"].get("int8_cosine_min"), size_bytes=summary["size_bytes"],
+        wall_s={"render": round(t_render, 1), "train": round(t_train, 1),
+                "total": round(time.monotonic() - t0, 1)}, torch_threads=torch.get_num_threads())
+    (out / "sim-vlm-quality.json").write_text(json.dumps(quality, indent=2) + "\n", encoding="utf-8")
+    log.info("sim VLM: top-3 retrieval %.3f held-out phrasings (chance %.3f), %.3f train phrasings",
+             quality["top3_held_out_phrasings"] or 0.0, quality["chance_top3_held_out_phrasings"] or 0.0,
+             quality["top3_train_phrasings"] or 0.0)
+    return quality
+
+
+def main(argv=None) -> int:
+    """``python -m robot_app.sim.train_vlm OUT_DIR [--quick] [--seed N] [--world W ...]`` (developer entry)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description="train the sim-only stand-in VLM (CLIP file format)")
+    ap.add_argument("out", help="output folder")
+    ap.add_argument("--world", action="append", default=None, help="world name or file (repeatable)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for name in ("robot_app", "models"):  # onnxruntime's quantiser logs every tensor at INFO on the root
+        logging.getLogger(name).setLevel(logging.INFO)
+    q = train_sim_vlm(args.world or ["campus", "industrial"], args.out, seed=args.seed, quick=args.quick)
+    print(json.dumps({k: q[k] for k in ("top3_held_out_phrasings", "chance_top3_held_out_phrasings",
+                                        "top3_train_phrasings", "logit_scale", "min_cosine", "wall_s")}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
