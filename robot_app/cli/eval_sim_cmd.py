@@ -34,6 +34,9 @@ def register(sub, groups) -> None:
     p.add_argument("--parser", choices=("auto", "rules", "llm"), default=None,
                    help="landmark parser (default: [llm] landmark_parser)")
     p.add_argument("--limit", type=int, default=None, help="only the first N instructions")
+    p.add_argument("--drive-time-limit", type=float, default=None, metavar="S",
+                   help="end each simulated drive after S sim seconds (default: 3 x the walk's length at the "
+                        "driving speed + 120 s)")
     p.add_argument("--no-drive", action="store_true", help="planning metrics only (skip the simulated drives)")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     p.set_defaults(func=_eval_sim)
@@ -45,12 +48,15 @@ def _eval_sim(args, config) -> int:
     except ImportError as exc:
         raise UsageError("eval sim needs the simulated world: pip install 'robot-app[sim]'") from exc
     from robot_app.sim.eval import EvalError, EvalSettings, run_sim_eval
+    from robot_app.sim.eval_drive import DriveParams
     from robot_app.sim.eval_instructions import InstructionFileError
     from robot_app.sim.eval_report import format_table
     from robot_app.sim.world import WorldError
 
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit {args.limit}: must be at least 1")
+    if args.drive_time_limit is not None and not args.drive_time_limit > 0:
+        raise UsageError(f"--drive-time-limit {args.drive_time_limit}: must be > 0 seconds")
     if args.models is not None and not args.models.is_dir():
         raise UsageError(f"--models {args.models}: no such folder")
     if args.instructions is not None and not args.instructions.is_file():
@@ -61,7 +67,8 @@ def _eval_sim(args, config) -> int:
     settings = EvalSettings(world=args.world, out_dir=str(out),
                             instructions=str(args.instructions) if args.instructions else None,
                             models_dir=str(args.models) if args.models else None, seed=args.seed, parser=args.parser,
-                            execute=not args.no_drive, limit=args.limit, progress=not args.json)
+                            execute=not args.no_drive, limit=args.limit, progress=not args.json,
+                            drive=DriveParams(time_limit_s=args.drive_time_limit))
     try:
         report = run_sim_eval(settings, config)
     except (WorldError, InstructionFileError, EvalError) as exc:

@@ -58,6 +58,7 @@ class DriveParams:
     max_lost_steps: int = 12
     waypoint_index: int = 2
     gps_noise_m: float = 1.0
+    time_limit_s: float | None = None  # None: 3 x the walk's length at max_v_mps + 120 s
 
 
 @dataclass
@@ -222,7 +223,7 @@ def drive_walk(world: World, walk_true_xy, *, mode: str, walk_gps_xy=None, vnm=N
     else:
         ctrl = _VnmFollower(vnm, goal_images, renderer, params)
     seg = np.linalg.norm(np.diff(truth, axis=0), axis=1)
-    limit_s = 3.0 * float(seg.sum()) / params.max_v_mps + 120.0
+    limit_s = params.time_limit_s or 3.0 * float(seg.sum()) / params.max_v_mps + 120.0
     substeps = max(1, int(round(PHYSICS_HZ / params.control_hz)))
     dt = 1.0 / PHYSICS_HZ
     t, progress, track = 0.0, 0, [tuple(truth[0])]
