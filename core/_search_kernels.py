@@ -112,28 +112,32 @@ def max_plus_dijkstra(indptr, indices, weights, alpha, value, pred, heap, pos): 
 
 
 @nb.njit(_I64(_I64[::1], _I64[::1], nb.float32[::1], _F64, _F64, _I64, _F64[::1], _I64[::1],
-              _I64[::1], _I64[::1], _I64[::1], _I64[::1], _I64[::1], nb.boolean[::1]),
+              _I64[::1], _I64[::1], _I64[::1], _I64[::1], _F64[::1]),
          cache=True, nogil=True)
 def max_plus_buckets(indptr, indices, weights, alpha, delta, n_circ, value, pred,
-                     order, counts, circ_head, ent_node, ent_next, settled):  # pragma: no cover - compiled
-    """Same result as :func:`max_plus_dijkstra`, with bucket queues instead of a heap.
+                     order, counts, circ_head, ent, expanded):  # pragma: no cover - compiled
+    """Same result as :func:`max_plus_dijkstra`, with bucket queues instead of a heap (delta-stepping).
 
-    Buckets of width ``delta <= alpha * min(D)`` over non-loop edges (Dial's / Dinitz's rule): two
-    keys in one bucket differ by less than any edge cost, so a bucket's nodes settle in any order and
-    the result stays exact. Sources are counting-sorted into static buckets; improved nodes go to a
-    circular array of ``n_circ > alpha * max(D) / delta + 1`` buckets. O(N + E + buckets scanned).
+    Keys ``top - value`` go into buckets of width ``delta`` (Meyer & Sanders, "Delta-stepping: a
+    parallelizable shortest path algorithm", J. Algorithms 49(1), 2003). A bucket is emptied
+    label-correcting: a node improved by a node of the same bucket is queued there again and expanded
+    again, so the result is exact for any ``delta > 0``; with ``delta <= alpha * min(D)`` (Dial's /
+    Dinitz's rule) every node is expanded exactly once. Wider buckets scan far fewer (mostly empty)
+    buckets for a few repeated expansions. Sources are counting-sorted into static buckets; improved
+    nodes go to a ring of ``n_circ`` buckets (a power of two, ``> alpha * max(D) / delta + 1``), each a
+    linked list in ``ent`` (pairs node, next).
 
-    Scratch: ``order`` (N,), ``counts`` (>= static buckets + 1,), ``circ_head`` (n_circ,),
-    ``ent_node``/``ent_next`` (E + 1,), ``settled`` (N,). Returns the number of nodes settled, or
-    -1 when the value range needs more static buckets than ``counts`` holds or the scan would exceed
-    its work limit (``value``/``pred`` are then partly updated: the caller reruns the heap version on
-    a copy of the initial values).
+    Scratch: ``order`` (N,), ``counts`` (>= static buckets + 1,), ``circ_head`` (n_circ,), ``ent``
+    (2 x capacity,), ``expanded`` (N,) float64 (the value a node was last expanded with). Returns the
+    number of expansions, or -1 when the value range needs more static buckets than ``counts`` holds,
+    the queue outgrows ``ent`` or the scan exceeds its work limit (``value``/``pred`` are then partly
+    updated: the caller reruns the heap version on a copy of the initial values).
     """
     n = value.shape[0]
     top = -np.inf
     bottom = np.inf
     for v in range(n):
-        settled[v] = False
+        expanded[v] = -np.inf
         x = value[v]
         if x > -np.inf:
             if x > top:
@@ -142,7 +146,8 @@ def max_plus_buckets(indptr, indices, weights, alpha, delta, n_circ, value, pred
                 bottom = x
     if top == -np.inf:
         return 0
-    span = (top - bottom) / delta  # compared as a float first: a huge span must not overflow int64
+    inv_delta = 1.0 / delta
+    span = (top - bottom) * inv_delta  # compared as a float first: a huge span must not overflow int64
     if not span < counts.shape[0] - 2:
         return -1
     n_static = np.int64(span) + 1
@@ -150,17 +155,19 @@ def max_plus_buckets(indptr, indices, weights, alpha, delta, n_circ, value, pred
         counts[b] = 0
     for v in range(n):
         if value[v] > -np.inf:
-            counts[np.int64((top - value[v]) / delta) + 1] += 1
+            counts[np.int64((top - value[v]) * inv_delta) + 1] += 1
     for b in range(n_static):
         counts[b + 1] += counts[b]
     for v in range(n):
         if value[v] > -np.inf:
-            b = np.int64((top - value[v]) / delta)
+            b = np.int64((top - value[v]) * inv_delta)
             order[counts[b]] = v
             counts[b] += 1
     # counts[b] is now the end of static bucket b; its start is counts[b - 1] (0 for b = 0)
+    mask = n_circ - 1
     for c in range(n_circ):
         circ_head[c] = -1
+    cap = ent.shape[0] // 2
     n_ent = 0
     pending = 0
     done = 0
@@ -171,37 +178,38 @@ def max_plus_buckets(indptr, indices, weights, alpha, delta, n_circ, value, pred
             return -1
         lo = counts[b - 1] if b > 0 else 0
         hi = counts[b] if b < n_static else lo
-        slot = b % n_circ
-        e_head = circ_head[slot]
-        circ_head[slot] = -1
+        slot = b & mask
         j = lo
-        while j < hi or e_head != -1:
+        while True:
             if j < hi:
                 u = order[j]
                 j += 1
             else:
-                u = ent_node[e_head]
-                e_head = ent_next[e_head]
+                head = circ_head[slot]
+                if head == -1:
+                    break
+                u = ent[2 * head]
+                circ_head[slot] = ent[2 * head + 1]
                 pending -= 1
-            if settled[u]:
-                continue
-            settled[u] = True
-            done += 1
             key = value[u]
+            if key <= expanded[u]:  # queued with a value it no longer has, or already expanded with it
+                continue
+            expanded[u] = key
+            done += 1
             for e in range(indptr[u], indptr[u + 1]):
                 v = indices[e]
-                if settled[v]:
-                    continue
                 cand = key - alpha * np.float64(weights[e])
                 if cand > value[v]:
                     value[v] = cand
                     pred[v] = u
-                    bb = np.int64((top - cand) / delta)
-                    if bb <= b:  # rounding at a bucket edge; never the current bucket
-                        bb = b + 1
-                    s2 = bb % n_circ
-                    ent_node[n_ent] = v
-                    ent_next[n_ent] = circ_head[s2]
+                    bb = np.int64((top - cand) * inv_delta)
+                    if bb < b:  # rounding at a bucket edge
+                        bb = b
+                    if n_ent >= cap:
+                        return -1
+                    s2 = bb & mask
+                    ent[2 * n_ent] = v
+                    ent[2 * n_ent + 1] = circ_head[s2]
                     circ_head[s2] = n_ent
                     n_ent += 1
                     pending += 1
@@ -210,17 +218,23 @@ def max_plus_buckets(indptr, indices, weights, alpha, delta, n_circ, value, pred
 
 
 @nb.njit(nb.types.Tuple((_F64[::1], _I64[:, ::1]))(
-    _I64[::1], _I64[::1], nb.float32[::1], _F64[:, ::1], _I64, _F64, _F64, _I64),
+    _I64[::1], _I64[::1], nb.float32[::1], _F64[:, ::1], _I64, _F64, _F64, _I64, nb.boolean),
     cache=True, nogil=True)
-def lmnav_dp(indptr, indices, weights, logp, start, alpha, delta, n_circ):  # pragma: no cover - compiled
+def lmnav_dp(indptr, indices, weights, logp, start, alpha, delta, n_circ, relax_last):  # pragma: no cover - compiled
     """LM-Nav Algorithm 1 dynamic programme over K landmarks.
 
     ``Q(0, v) = -alpha * dist(start, v)``;
     ``Q(i, v) = max(Q(i-1, v) + logp[v, i-1], max_u Q(i, u) - alpha * D(u, v))``.
 
-    Each relaxation uses :func:`max_plus_buckets` when ``delta > 0`` (bucket width, at most alpha x
-    the smallest non-loop D; ``n_circ`` circular buckets) and falls back to :func:`max_plus_dijkstra`
-    when ``delta == 0`` or the buckets give up.
+    Each relaxation uses :func:`max_plus_buckets` when ``delta > 0`` (bucket width; ``n_circ``: at
+    least ``alpha * max(D) / delta + 2`` ring buckets, rounded up here to a power of two) and falls back
+    to :func:`max_plus_dijkstra` when ``delta == 0`` or the buckets give up.
+
+    ``relax_last=False`` skips the relaxation of the last level: it only lowers values (every relaxed
+    value is some node's initial value minus a cost >= 0), so ``max_v Q(K, v)`` and its node are
+    already those of the initial values Q(K-1, v) + logp[v, K-1] - the best walk ends where it visits
+    the last landmark. ``q_last`` is then exact at its maximum only (what :func:`core.search.plan_walk`
+    needs); ``True`` gives Q(K, .) at every node.
 
     Returns ``(q_last, pred)``: ``q_last`` (N,) = Q(K, .), and ``pred`` (K+1, N) int64 where
     ``pred[i, v] = u`` means Q(i, v) was reached over the edge u -> v, and ``-1`` means Q(i, v) came
@@ -233,10 +247,12 @@ def lmnav_dp(indptr, indices, weights, logp, start, alpha, delta, n_circ):  # pr
     heap = np.empty(n, dtype=np.int64)
     pos = np.empty(n, dtype=np.int64)
     counts = np.empty(8 * n + 1024 if delta > 0 else 1, dtype=np.int64)
-    circ_head = np.empty(max(n_circ, 1), dtype=np.int64)
-    ent_node = np.empty(n_edges + 1, dtype=np.int64)
-    ent_next = np.empty(n_edges + 1, dtype=np.int64)
-    settled = np.empty(n, dtype=np.bool_)
+    ring = 1
+    while ring < n_circ:
+        ring *= 2
+    circ_head = np.empty(ring if delta > 0 else 1, dtype=np.int64)
+    ent = np.empty(2 * (2 * n_edges + n + 16) if delta > 0 else 2, dtype=np.int64)
+    expanded = np.empty(n, dtype=np.float64)
     init = np.empty(n, dtype=np.float64)
     q = np.full(n, -np.inf, dtype=np.float64)
     q[start] = 0.0
@@ -244,17 +260,206 @@ def lmnav_dp(indptr, indices, weights, logp, start, alpha, delta, n_circ):  # pr
         if i > 0:
             for v in range(n):
                 q[v] = q[v] + logp[v, i - 1]  # -inf stays -inf; a NaN was rejected by the wrapper
+        if i == k and not relax_last:
+            break
         done = -1
         if delta > 0:
             init[:] = q
-            done = max_plus_buckets(indptr, indices, weights, alpha, delta, n_circ, q, pred[i],
-                                    heap, counts, circ_head, ent_node, ent_next, settled)
+            done = max_plus_buckets(indptr, indices, weights, alpha, delta, ring, q, pred[i],
+                                    heap, counts, circ_head, ent, expanded)
             if done < 0:
                 q[:] = init
                 pred[i, :] = -1
         if done < 0:
             max_plus_dijkstra(indptr, indices, weights, alpha, q, pred[i], heap, pos)
     return q, pred
+
+
+@nb.njit(nb.types.Tuple((_F64, _I64, _I64[:, ::1], _I64))(
+    _I64[::1], _I64[::1], nb.float32[::1], _F64[:, ::1], _I64, _F64, _F64, _I64),
+    cache=True, nogil=True)
+def lmnav_search(indptr, indices, weights, logp, start, alpha, delta, n_circ):  # pragma: no cover - compiled
+    """LM-Nav Algorithm 1 as one shortest-path search over the layered graph, stopping at the optimum.
+
+    States (i, v): node v after visiting landmarks 1..i (i = 0..K). Moving along an edge u -> v costs
+    ``alpha * D(u, v)``; visiting landmark i+1 at v moves (i, v) -> (i+1, v) at cost
+    ``m_i - logp[v, i]`` where ``m_i = max_v logp[v, i]`` (>= 0; ``-inf`` = no move). For every walk
+    this total cost is ``sum_i m_i - J``, so the cheapest path from (0, start) to layer K is the walk of
+    largest J, and the DP of :func:`lmnav_dp` is Dijkstra's algorithm on this graph. Unlike the
+    level-by-level DP, the search stops once the cheapest layer-K state is final: states costlier than
+    the optimum are never expanded (on 10k-node random maps about half of the (K+1) x N states, on
+    100k-node maps over 90 %).
+
+    Queue: the bucket queue of :func:`max_plus_buckets` over costs (width ``delta``; a ring of at least
+    ``n_circ`` buckets, the edge costs' need, grown to cover the widest visit cost and rounded up to a
+    power of two), label-correcting
+    within a bucket, so exact for any ``delta > 0``; the bucket holding the first layer-K state is
+    finished before the answer is taken.
+
+    Returns ``(cost, end, pred, status)``: the optimal cost, the walk's last node, ``pred`` (K+1, N)
+    as in :func:`lmnav_dp` (valid along the optimal walk only) and status 0 = found, 1 = no walk
+    reaches layer K, -1 = the visit costs would need over 2**24 ring buckets (the caller then uses
+    :func:`lmnav_dp`).
+    """
+    n = indptr.shape[0] - 1
+    k = logp.shape[1]
+    m = np.empty(k, dtype=np.float64)
+    inv_delta = 1.0 / delta
+    span = 0.0
+    for i in range(k):
+        best = -np.inf
+        worst = np.inf
+        for v in range(n):
+            x = logp[v, i]
+            if x > best:
+                best = x
+            if x > -np.inf and x < worst:
+                worst = x
+        if best == -np.inf:
+            return np.inf, -1, np.empty((0, 0), dtype=np.int64), 1
+        m[i] = best
+        span = max(span, (best - worst) * inv_delta)
+    if not span < 16777216.0:  # 2**24 ring buckets: visit costs far wider than the edge costs
+        return np.inf, -1, np.empty((0, 0), dtype=np.int64), -1
+    need = max(n_circ, np.int64(span) + 3)
+    ring = 1
+    while ring < need:
+        ring *= 2
+    mask = ring - 1
+    total = (k + 1) * n
+    cost = np.full(total, np.inf, dtype=np.float64)
+    pred = np.empty((k + 1, n), dtype=np.int64)
+    cap = 4 * (n + indices.shape[0]) + 16
+    if total >= 2147483647 or cap >= 2147483647:  # entries are int32 (a compact queue stays in cache)
+        return np.inf, -1, pred, -1
+    ent_node = np.empty(cap, dtype=np.int32)
+    ent_next = np.empty(cap, dtype=np.int32)
+    ent_layer = np.empty(cap, dtype=np.int32)
+    ent_cost = np.empty(cap, dtype=np.float64)
+    circ_head = np.full(ring, -1, dtype=np.int32)
+    cost[start] = 0.0
+    pred[0, start] = -1
+    ent_node[0] = start
+    ent_layer[0] = 0
+    ent_next[0] = -1
+    ent_cost[0] = 0.0
+    circ_head[0] = 0
+    n_ent = 1
+    pending = 1
+    best_cost = np.inf
+    best_end = -1
+    b = 0
+    while pending > 0:
+        slot = b & mask
+        while circ_head[slot] != -1:
+            h = circ_head[slot]
+            circ_head[slot] = ent_next[h]
+            pending -= 1
+            u = np.int64(ent_node[h])
+            layer = np.int64(ent_layer[h])
+            st = layer * n + u
+            c = ent_cost[h]
+            if c > cost[st]:  # improved since it was queued: a later entry carries the new cost
+                continue
+            if layer == k:
+                if c < best_cost:
+                    best_cost = c
+                    best_end = u
+                continue
+            # the visit of landmark layer+1 at u, then every out-edge within this layer
+            x = logp[u, layer]
+            for e in range(indptr[u] - 1, indptr[u + 1]):
+                if e < indptr[u]:
+                    if x == -np.inf:
+                        continue
+                    v = u
+                    t = st + n
+                    to = layer + 1
+                    cand = c + (m[layer] - x)
+                else:
+                    v = indices[e]
+                    t = st - u + v
+                    to = layer
+                    cand = c + alpha * np.float64(weights[e])
+                if cand < cost[t]:
+                    cost[t] = cand
+                    pred[to, v] = u if to == layer else -1
+                    if n_ent == cap:  # the entry pool is full (many repeated improvements): give up
+                        return np.inf, -1, pred, -1
+                    bb = np.int64(cand * inv_delta)
+                    if bb < b:  # rounding at a bucket edge
+                        bb = b
+                    s2 = bb & mask
+                    ent_node[n_ent] = v
+                    ent_layer[n_ent] = to
+                    ent_cost[n_ent] = cand
+                    ent_next[n_ent] = circ_head[s2]
+                    circ_head[s2] = n_ent
+                    n_ent += 1
+                    pending += 1
+        if best_end >= 0:  # bucket b, which holds the cheapest layer-K state, is finished
+            return best_cost, best_end, pred, 0
+        b += 1
+    return np.inf, -1, pred, 1
+
+
+@nb.njit(_I64(_I64[::1], _I64[::1], _F64[::1]), cache=True, nogil=True)
+def csr_problem(indptr, indices, weights):  # pragma: no cover - compiled
+    """One pass over a CSR graph: 0 = valid, 1 = ``indptr`` not starting at 0 / decreasing / not ending
+    at E, 2 = an index out of [0, N), 3 = a NaN or infinite weight, 4 = a negative weight."""
+    n = indptr.shape[0] - 1
+    if indptr[0] != 0 or indptr[n] != indices.shape[0]:
+        return 1
+    for u in range(n):
+        if indptr[u + 1] < indptr[u]:
+            return 1
+    for e in range(indices.shape[0]):
+        if indices[e] < 0 or indices[e] >= n:
+            return 2
+    for e in range(weights.shape[0]):
+        w = weights[e]
+        if not np.isfinite(w):
+            return 3
+        if w < 0:
+            return 4
+    return 0
+
+
+@nb.njit([_F64(_I64[::1], _I64[::1], _I64[::1], nb.float32[::1]),
+          _F64(_I64[::1], _I64[::1], _I64[::1], _F64[::1])], cache=True, nogil=True)
+def walk_length_kernel(nodes, indptr, indices, weights):  # pragma: no cover - compiled
+    """Sum of D (cheapest parallel edge) along ``nodes``, float64; NaN when two consecutive nodes have no
+    edge (the caller names them)."""
+    total = 0.0
+    for j in range(nodes.shape[0] - 1):
+        a = nodes[j]
+        b = nodes[j + 1]
+        best = np.inf
+        for e in range(indptr[a], indptr[a + 1]):
+            if indices[e] == b and np.float64(weights[e]) < best:
+                best = np.float64(weights[e])
+        if best == np.inf:
+            return np.nan
+        total += best
+    return total
+
+
+@nb.njit(nb.types.UniTuple(_F64, 3)(_I64[::1], _I64[::1], nb.float32[::1]), cache=True, nogil=True)
+def edge_stats(indptr, indices, weights):  # pragma: no cover - compiled
+    """``(min, max, mean)`` of D over the non-loop edges (``(inf, 0, 0)`` when there are none)."""
+    lo = np.inf
+    hi = 0.0
+    total = 0.0
+    count = 0
+    for u in range(indptr.shape[0] - 1):
+        for e in range(indptr[u], indptr[u + 1]):
+            if indices[e] != u:
+                w = np.float64(weights[e])
+                lo = min(lo, w)
+                hi = max(hi, w)
+                total += w
+                count += 1
+    return lo, hi, total / count if count > 0 else 0.0
 
 
 @nb.njit(nb.types.Tuple((_I64[::1], _I64[::1]))(_I64[:, ::1], _I64, _I64),

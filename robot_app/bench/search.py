@@ -64,7 +64,7 @@ def run(sizes=(1_000, 10_000, 100_000), *, landmarks: int = 5, repeats: int = 5,
                "numba_s": _median_time(lambda: plan_walk(*args, alpha=DEFAULT_ALPHA), repeats),
                "scipy_s": _median_time(lambda: dp_values_scipy(*args, alpha=DEFAULT_ALPHA), max(1, repeats // 2))}
         if n <= python_max_nodes:
-            row["python_s"] = _median_time(lambda: dp_values_python(*args, alpha=DEFAULT_ALPHA), 1)
+            row["python_s"] = _median_time(lambda: dp_values_python(*args, alpha=DEFAULT_ALPHA), 3)
             row["speedup_vs_python"] = row["python_s"] / row["numba_s"]
         row["speedup_vs_scipy"] = row["scipy_s"] / row["numba_s"]
         result["sizes"].append(row)

@@ -199,8 +199,8 @@ def test_bucket_and_heap_kernels_agree(seed):
     logp = np.ascontiguousarray(np.log(rng.dirichlet(np.ones(500), size=3).T))
     delta, n_circ = _bucket_width(indices, weights, 0.01, indptr)
     assert delta > 0  # this graph takes the bucket kernel
-    q_b, _ = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(7), 0.01, delta, n_circ)
-    q_h, _ = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(7), 0.01, 0.0, 0)
+    q_b, _ = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(7), 0.01, delta, n_circ, True)
+    q_h, _ = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(7), 0.01, 0.0, 0, True)
     np.testing.assert_allclose(q_b, q_h, rtol=1e-12)
 
 
@@ -211,8 +211,8 @@ def test_bucket_kernel_gives_up_cleanly_on_a_huge_value_range():
     indptr, indices, weights, _ = random_geometric_graph(50, degree=6, seed=1)
     logp = np.full((50, 1), -1e6)
     logp[3, 0] = 0.0
-    q_b, _ = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(0), 0.01, 1e-6, 10)
-    q_h, _ = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(0), 0.01, 0.0, 0)
+    q_b, _ = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(0), 0.01, 1e-6, 10, True)
+    q_h, _ = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(0), 0.01, 0.0, 0, True)
     np.testing.assert_allclose(q_b, q_h)
 
 
@@ -227,3 +227,48 @@ def test_extreme_alpha_and_scores_give_the_reference_answer(alpha, floor):
     r = plan_walk(indptr, indices, weights, logp, 0, alpha=alpha)
     q_py = dp_values_python(indptr, indices, weights, logp, 0, alpha=alpha)
     assert r.objective == pytest.approx(max(q_py), rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("zero_weights", [False, True])
+def test_layered_search_matches_the_level_by_level_dp(seed, zero_weights):
+    """lmnav_search (one Dijkstra over (landmark, node) states, early stop) = max of lmnav_dp's Q(K, .)."""
+    from core import _search_kernels as kern
+    from core.search import _bucket_width
+
+    indptr, indices, weights, _ = random_geometric_graph(400, degree=6, seed=seed)
+    if zero_weights:
+        weights = weights.copy()
+        weights[::7] = 0.0
+    rng = np.random.default_rng(seed)
+    logp = np.ascontiguousarray(np.log(rng.dirichlet(np.ones(400), size=4).T))
+    logp[rng.random(logp.shape) < 0.3] = -np.inf  # landmarks impossible at some nodes
+    delta, n_circ = _bucket_width(indices, weights, 0.01, indptr)
+    assert delta > 0
+    cost, end, pred, status = kern.lmnav_search(indptr, indices, weights, logp, np.int64(5), 0.01, delta, n_circ)
+    assert status == 0
+    q, _ = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(5), 0.01, 0.0, 0, True)
+    m = np.max(logp, axis=0)
+    assert m.sum() - cost == pytest.approx(q.max(), rel=1e-12, abs=1e-12)
+    nodes, positions = kern.reconstruct_walk(pred, np.int64(end), np.int64(5))
+    r = plan_walk(indptr, indices, weights, logp, 5, alpha=0.01)
+    assert r.objective == pytest.approx(q.max(), rel=1e-12)
+    assert objective_of(r, logp, indptr, indices, weights, 0.01) == pytest.approx(r.objective, rel=1e-12)
+    assert nodes[0] == 5 and len(positions) == 4
+
+
+def test_layered_search_reports_unreachable_and_gives_way_to_the_dp_on_huge_score_ranges():
+    from core import _search_kernels as kern
+    from core.search import _bucket_width
+
+    indptr, indices, weights, _ = random_geometric_graph(100, degree=6, seed=2)
+    delta, n_circ = _bucket_width(indices, weights, 0.01, indptr)
+    logp = np.full((100, 2), -1.0)
+    logp[:, 1] = -np.inf  # the second landmark is nowhere
+    assert kern.lmnav_search(indptr, indices, weights, logp, np.int64(0), 0.01, delta, n_circ)[3] == 1
+    logp = np.full((100, 2), -1e12)
+    logp[9, 1] = 0.0  # visit costs need far more ring buckets than allowed: status -1, plan_walk uses the DP
+    assert kern.lmnav_search(indptr, indices, weights, logp, np.int64(0), 0.01, delta, n_circ)[3] == -1
+    r = plan_walk(indptr, indices, weights, logp, 0, alpha=0.01)
+    q = dp_values_python(indptr, indices, weights, logp, 0, alpha=0.01)
+    assert r.ok and r.objective == pytest.approx(max(q), rel=1e-12)
