@@ -52,7 +52,8 @@ def app_config(ctx, ports: dict):
     base = dataclasses.asdict(ctx.config)
     base.pop("source", None)
     over = {
-        "paths": {"models_dir": str(ctx.models_dir), "maps_dir": str(ctx.out / "maps"), "logs_dir": str(ctx.out / "logs")},
+        "paths": {"models_dir": str(ctx.models_dir), "maps_dir": str(ctx.out / "maps"),
+                  "logs_dir": str(ctx.out / "logs")},
         "serial": {"base_port": str(ports["jackal"]), "gps_source": "serial", "gps_port": str(ports["gps"]),
                    "imu_source": "mcu"},
         "camera": {"source": "sim", "fps": 8.0},
@@ -224,7 +225,8 @@ async def drive_walk(ctx, http, url: str, plant, path: PathRecorder) -> dict:
     expected_s = (ctx.intended_m or 100.0) / 0.5 + 60.0  # at least half the speed limit on average
     runs = [await _follow(ctx, http, url, plan, plant, expected_s)]
     if runs[-1]["state"] != "reached":
-        log.warning("walk ended %s (%s): re-planning from here to node %d", runs[-1]["state"], runs[-1]["message"], goal)
+        log.warning("walk ended %s (%s): re-planning from here to node %d", runs[-1]["state"], runs[-1]["message"],
+                    goal)
         try:
             again = await _post(http, url + "/api/route/plan", {"goal": goal, "start": None})
             runs.append(await _follow(ctx, http, url, again, plant, expected_s))

@@ -185,7 +185,8 @@ def render_html(ctx, summ: dict, records: dict, png: Path) -> str:
         if key in drive:
             metrics.append((key.replace("_", " "), drive[key]))
     stages = [("stage", "ok", "wall s", "reason")] + [
-        (n, records[n].get("ok"), records[n].get("wall_s"), records[n].get("reason", "")) for n in STAGES if n in records]
+        (n, records[n].get("ok"), records[n].get("wall_s"), records[n].get("reason", ""))
+        for n in STAGES if n in records]
     lm_html = []
     for i, r in enumerate(_landmark_rows(records)):
         jpeg = ctx.landmark_images.get(r.get("node"))

@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 
 STAGES = ("explore", "map", "plan", "drive", "task", "report")
 TITLES = {"explore": "scripted exploration, recording", "map": "building the map (VNM edges, VLM embeddings)",
-          "plan": "instruction -> landmarks -> grounding -> walk", "drive": "onboard app drives the walk (VNM)",
+          "plan": "instruction -> landmarks -> grounding -> walk",
+          "drive": "the onboard app drives the walk (operator: plan, go)",
           "task": "LASP task job with a closed gate", "report": "writing the report"}
 
 

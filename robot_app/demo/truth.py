@@ -163,7 +163,8 @@ def plan_metrics(planned, intended, truth: list[LandmarkTruth], poses: np.ndarra
     for i, t in enumerate(truth):
         v = chosen[i] if i < len(chosen) else None
         d = None if v is None else float(np.min(np.hypot(*(poses[t.nodes, :2] - poses[v, :2]).T)))
-        per.append({"phrase": t.phrase, "categories": t.categories, "node": v, "true": v is not None and v in set(t.nodes.tolist()),
+        per.append({"phrase": t.phrase, "categories": t.categories, "node": v,
+                    "true": v is not None and v in set(t.nodes.tolist()),
                     "m_from_truth": None if d is None else round(d, 2), "truth_nodes": t.nodes.tolist()})
     return {"planning_success": bool(success), "planning_efficiency": round(float(eff), 4),
             "planned_steps": float(planned.length) if planned.ok else None,
