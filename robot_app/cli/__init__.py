@@ -47,6 +47,7 @@ COMMAND_MODULES = (
     "robot_app.cli.lasp_cmd",
     "robot_app.cli.landmarks_cmd",
     "robot_app.cli.models_cmd",
+    "robot_app.cli.train_sim_cmd",
     "robot_app.cli.imu_cmd",
     "robot_app.cli.demo_cmd",
     "robot_app.cli.eval_sim_cmd",
