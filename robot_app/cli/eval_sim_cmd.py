@@ -35,8 +35,8 @@ def register(sub, groups) -> None:
                    help="landmark parser (default: [llm] landmark_parser)")
     p.add_argument("--limit", type=int, default=None, help="only the first N instructions")
     p.add_argument("--drive-time-limit", type=float, default=None, metavar="S",
-                   help="end each simulated drive after S sim seconds (default: 3 x the walk's length at the "
-                        "driving speed + 120 s)")
+                   help="end each simulated drive after S sim seconds (default: 2 x the walk's length at the "
+                        "driving speed + 60 s)")
     p.add_argument("--no-drive", action="store_true", help="planning metrics only (skip the simulated drives)")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     p.set_defaults(func=_eval_sim)

@@ -58,7 +58,7 @@ class DriveParams:
     max_lost_steps: int = 12
     waypoint_index: int = 2
     gps_noise_m: float = 1.0
-    time_limit_s: float | None = None  # None: 3 x the walk's length at max_v_mps + 120 s
+    time_limit_s: float | None = None  # None: 2 x the walk's length at max_v_mps + 60 s
 
 
 @dataclass
@@ -170,7 +170,7 @@ class _VnmFollower:
         close = float(d[j]) < self.p.close_steps
         if self.idx == n - 1 and close:
             return 0.0, 0.0, True, False
-        sub = min(self.idx + 1, n - 1) if close else self.idx
+        sub = min(self.idx + 1, hi - 1) if close else self.idx  # the subgoal must be a scored node
         wp = pred.waypoints_m(max_v_mps=self.p.max_v_mps, frame_rate_hz=self.vnm.frame_rate_hz)[sub - lo, self.wp_index]
         v, w = waypoint_to_velocity(float(wp[0]), float(wp[1]), dt_s=1.0 / self.p.control_hz,
                                     max_v_mps=self.p.max_v_mps, max_omega_radps=self.p.max_omega_radps)
@@ -223,7 +223,7 @@ def drive_walk(world: World, walk_true_xy, *, mode: str, walk_gps_xy=None, vnm=N
     else:
         ctrl = _VnmFollower(vnm, goal_images, renderer, params)
     seg = np.linalg.norm(np.diff(truth, axis=0), axis=1)
-    limit_s = params.time_limit_s or 3.0 * float(seg.sum()) / params.max_v_mps + 120.0
+    limit_s = params.time_limit_s or 2.0 * float(seg.sum()) / params.max_v_mps + 60.0
     substeps = max(1, int(round(PHYSICS_HZ / params.control_hz)))
     dt = 1.0 / PHYSICS_HZ
     t, progress, track = 0.0, 0, [tuple(truth[0])]
