@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 #: the stand-in VNM's waypoints are scaled with this speed (GNM convention: normalised * v / rate)
 DEMO_VNM_MAX_V_MPS = 1.5
+DEMO_MAX_V_MPS = 1.5
 
 
 class ClosedGate:
@@ -58,7 +59,7 @@ def app_config(ctx, ports: dict):
                    "imu_source": "mcu"},
         "camera": {"source": "sim", "fps": 8.0},
         "sim": {"world": str(ctx.world.source), "seed": ctx.seed},
-        "mission": {"map_file": str(ctx.map_path), "max_v_mps": 2.0, "goal_radius_m": 1.5,
+        "mission": {"map_file": str(ctx.map_path), "max_v_mps": DEMO_MAX_V_MPS, "goal_radius_m": 1.5,
                     "places": [f"{k}={v}" for k, v in ctx.places.items()]},
         "models": {"vnm_max_v_mps": DEMO_VNM_MAX_V_MPS},
         "ui": {"host": "127.0.0.1", "port": 0, "enabled": True, "token": ""},
@@ -222,7 +223,7 @@ async def drive_walk(ctx, http, url: str, plant, path: PathRecorder) -> dict:
     if not same:
         log.warning("the app planned a different walk than stage 3 (%s vs %s)", plan["nodes"], ctx.plan_nodes)
     goal = plan["nodes"][-1]
-    expected_s = (ctx.intended_m or 100.0) / 0.5 + 60.0  # at least half the speed limit on average
+    expected_s = (ctx.intended_m or 100.0) / (0.5 * DEMO_MAX_V_MPS) + 45.0  # half the speed limit on average
     runs = [await _follow(ctx, http, url, plan, plant, expected_s)]
     if runs[-1]["state"] != "reached":
         log.warning("walk ended %s (%s): re-planning from here to node %d", runs[-1]["state"], runs[-1]["message"],
@@ -254,7 +255,7 @@ async def drive_walk(ctx, http, url: str, plant, path: PathRecorder) -> dict:
     return out
 
 
-async def task_job(ctx, app, http, url: str, path: PathRecorder, timeout_s: float = 300.0) -> dict:
+async def task_job(ctx, app, http, url: str, path: PathRecorder, timeout_s: float = 180.0) -> dict:
     """Stage 5: a LASP task job in the Jackal domain through ``/api/task/run``; the world's closed gate fails
     the first drive from the yard to site B; the demo answers the robot's questions as the operator would
     and approves what the task learned."""

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 log = logging.getLogger(__name__)
 
+DEMO_NODE_SPACING_M = 1.0
 STAGES = ("explore", "map", "plan", "drive", "task", "report")
 TITLES = {"explore": "scripted exploration, recording", "map": "building the map (VNM edges, VLM embeddings)",
           "plan": "instruction -> landmarks -> grounding -> walk",
@@ -203,7 +204,10 @@ def context_for(*, world: str, instruction: str | None, out: str | Path, seed: i
         paths=dataclasses.replace(config.paths, models_dir=str(models_dir)),
         camera=dataclasses.replace(config.camera, source="sim", width=160, height=120, fisheye_k=[], fisheye_d=[],
                                    clip_crops=1),
-        sim=dataclasses.replace(config.sim, world=str(w.source), seed=seed))
+        sim=dataclasses.replace(config.sim, world=str(w.source), seed=seed),
+        # a node per metre: a few VNM steps apart, as in GNM's topological maps (the navigator advances
+        # its subgoal within [close_steps] of a node)
+        mapping=dataclasses.replace(config.mapping, min_travel_m=DEMO_NODE_SPACING_M, min_dt_s=0.5))
     return DemoContext(world=w, scenario=sc, config=cfg, out=Path(out), models_dir=models_dir, seed=seed, quick=quick,
                        progress_bars=progress_bars)
 

@@ -34,7 +34,7 @@ class Scenario:
     world: str
     route: tuple
     instruction: str
-    speed_mps: float = 2.0
+    speed_mps: float = 1.0  # the sim VNM's training speed: map edges in its time steps
 
 
 # Hand-picked per shipped world; "quick" is a shorter route for CI (two landmarks).
