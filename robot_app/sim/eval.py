@@ -182,7 +182,6 @@ class _Context:
         self.map_xy = np.stack([n.easting_m - e0, n.northing_m - n0], axis=1)
         self.csr = topomap.csr()
         self.image_emb, self.image_node = topomap.embeddings(self.clip.model_id)
-        self.renderer = None
 
     def node_image(self, v: int) -> np.ndarray:
         from robot_app.map_build import decode_jpeg
@@ -251,16 +250,10 @@ def _execute(ctx: _Context, row: dict, walk, seed: int) -> None:
     intended_m = row["intended"]["length_m"]
     row["executions"] = {}
     modes = (["vnm"] if ctx.vnm is not None else []) + ["gps"]
+    camera = {"width": ctx.s.width, "height": ctx.s.height, "hfov_deg": ctx.s.hfov_deg}
     for mode in modes:
-        kw = {}
         if mode == "vnm":
-            if ctx.renderer is None:
-                from robot_app.sim.render import WorldRenderer
-
-                ctx.renderer = WorldRenderer(ctx.world, width=ctx.s.width, height=ctx.s.height,
-                                             hfov_deg=ctx.s.hfov_deg, seed=seed + 7919)
-            kw = {"vnm": ctx.vnm, "renderer": ctx.renderer,
-                  "goal_images": ctx.vnm.preprocess_many([ctx.node_image(v) for v in nodes])}
+            kw = {"vnm": ctx.vnm, "camera": camera, "node_images": [ctx.node_image(v) for v in nodes]}
         else:
             kw = {"walk_gps_xy": ctx.map_xy[nodes]}
         res = drive_walk(ctx.world, truth_xy, mode=mode, params=ctx.s.drive, seed=seed, **kw)
@@ -303,19 +296,16 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
     rows = []
     with open_map(map_path) as topomap:
         ctx = _Context(world, topomap, cfg, models_dir, log_dir, settings)
-        try:
-            def parse_fn(text):
-                return parse_instruction(text, config=cfg, parser=settings.parser)
 
-            for k, ins in enumerate(tqdm(items, desc=f"eval {world.name}", unit="instruction",
-                                         disable=not settings.progress, leave=False, dynamic_ncols=True)):
-                row, walks = _plan_row(ctx, ins, parse_fn)
-                if settings.execute and "lmnav" in walks:
-                    _execute(ctx, row, walks["lmnav"], settings.seed + 101 * k)
-                rows.append(row)
-        finally:
-            if ctx.renderer is not None:
-                ctx.renderer.close()
+        def parse_fn(text):
+            return parse_instruction(text, config=cfg, parser=settings.parser)
+
+        for k, ins in enumerate(tqdm(items, desc=f"eval {world.name}", unit="instruction",
+                                     disable=not settings.progress, leave=False, dynamic_ncols=True)):
+            row, walks = _plan_row(ctx, ins, parse_fn)
+            if settings.execute and "lmnav" in walks:
+                _execute(ctx, row, walks["lmnav"], settings.seed + 101 * k)
+            rows.append(row)
     report = {"world": world.name, "instructions_file": str(ipath), "models_dir": str(models_dir),
               "models": {"clip": ctx.clip.model_id, "vnm": getattr(ctx.vnm, "model_id", None)},
               "seed": settings.seed, "alpha": cfg.planner.alpha, "parser": settings.parser or cfg.llm.landmark_parser,
