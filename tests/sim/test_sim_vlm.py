@@ -1,0 +1,198 @@
+"""The sim-only stand-in VLM: shipped files through the production CLIP runtime, views, training, bad files."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+
+from models.clip import check_reference, open_clip_model
+from models.clip_preprocess import WordPieceTokenizer
+from models.sidecar import ModelInvalid, ModelMissing, sidecar_path
+from robot_app.sim import shipped_models_dir
+
+pytest.importorskip("pybullet")
+
+from robot_app.sim.views import CATEGORIES, PHRASES, label_pose, render_views, sample_poses  # noqa: E402
+from robot_app.sim.world import load_world, world_from_mapping  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return open_clip_model(shipped_models_dir())
+
+
+def test_shipped_files_are_sim_only_clip_format(shipped):
+    d = shipped_models_dir()
+    img = json.loads(sidecar_path(d / "clip-image.onnx").read_text())
+    txt = json.loads(sidecar_path(d / "clip-text.onnx").read_text())
+    assert img["params"]["sim_only"] and txt["params"]["sim_only"] and shipped.sim_only
+    assert img["params"]["pair_id"] == txt["params"]["pair_id"]
+    assert txt["params"]["tokenizer_kind"] == "wordpiece" and txt["params"]["int8_cosine_min"] > 0.98
+    assert shipped.embed_dim == 384 and shipped.model_id.startswith("clip:sim-vlm-cnn:")
+    assert (d / "clip-image.onnx").stat().st_size < 8e6
+    assert shipped.suggested_min_cosine is not None
+    q = json.loads((d / "sim-vlm-quality.json").read_text())
+    assert q["sim_only"] and not q["quick"]
+    r = check_reference(shipped, d / "clip-reference.npz")
+    assert r["ids_equal"] and r["pixel_max_abs"] < 1e-6 and max(r["image_max_abs"], r["text_max_abs"]) < 1e-3
+
+
+def test_shipped_model_beats_chance_on_held_out_renders(shipped):
+    """Landmark retrieval top-3 (LM-Nav Table 3) with HELD-OUT phrasings on renders of unseen poses."""
+    from robot_app.sim.train_vlm import retrieval_top_k
+
+    hits, chance = [], []
+    for name in ("campus", "industrial"):
+        w = load_world(name)
+        poses = sample_poses(w, 36, rng=np.random.default_rng([424242, len(name)]))
+        views = render_views(w, poses, image_size=shipped.image_size, seed=424242)
+        emb = shipped.encode_images(list(views.images))
+        for ci, c in enumerate(CATEGORIES):
+            text = shipped.encode_landmarks(list(PHRASES[c][1]))
+            for j in range(text.shape[0]):
+                r = retrieval_top_k(emb @ text[j], views.labels[:, ci])
+                if r is not None:
+                    hits.append(r[0])
+                    chance.append(r[1])
+    assert len(hits) >= 20
+    assert np.mean(hits) >= np.mean(chance) + 0.2, (np.mean(hits), np.mean(chance))
+
+
+def test_paraphrase_grounds_near_the_object(shipped):
+    """A view looking at a stop sign from 6 m scores 'a red octagonal sign' above a view of the empty park."""
+    w = load_world("campus")
+    sign = next(o for o in w.objects if o.category == "stop sign")
+    x, y = sign.at[0] - 6.0, sign.at[1]
+    views = render_views(w, np.array([[x, y, 0.0], [x, y, math.pi]]), image_size=shipped.image_size)
+    assert views.labels[0, CATEGORIES.index("stop sign")] == 1 and views.labels[1, CATEGORIES.index("stop sign")] == 0
+    cos = shipped.encode_images(list(views.images)) @ shipped.encode_landmarks(["a red octagonal sign"])[0]
+    assert cos[0] > cos[1]
+
+
+def test_wordpiece_tokenizer_pads_to_the_longest_text():
+    tok = WordPieceTokenizer(shipped_models_dir() / "clip-tokenizer.json", pad_id=0, max_tokens=16)
+    ids = tok(["stop sign", "a red octagonal sign on a pole"])
+    assert ids.dtype == np.int64 and ids.shape[0] == 2 and ids.shape[1] <= 16
+    assert ids[0, 0] == 101 and 102 in ids[0] and ids[0, -1] == 0 and ids[1, -1] == 102  # [CLS] .. [SEP] [PAD]
+    assert tok(["word " * 50]).shape == (1, 16)
+    assert tok([]).shape == (0, 0)
+    with pytest.raises(ValueError, match="one string"):
+        tok("stop sign")
+    with pytest.raises(ValueError, match=r"texts\[1\]"):
+        tok(["ok", 3])
+    with pytest.raises(ValueError, match="pad_id 999999"):
+        WordPieceTokenizer(shipped_models_dir() / "clip-tokenizer.json", pad_id=999999, max_tokens=16)
+
+
+def test_padding_barely_changes_a_text_embedding(shipped):
+    """The text graph derives its attention mask from ids != pad_id (exact in fp32, tested by the
+    exporter's parity check); the int8 graph quantises activations per batch, so padding in a batch moves
+    an embedding a little, never far."""
+    alone = shipped.encode_text(["This is a photo of a bench"])
+    batch = shipped.encode_text(["This is a photo of a bench", "a much longer phrase about a wooden bench by a path"])
+    assert float(batch[0] @ alone[0]) > 0.98
+
+
+def _copy_models(tmp_path):
+    d = tmp_path / "models"
+    shutil.copytree(shipped_models_dir(), d, ignore=shutil.ignore_patterns("vnm*"))
+    return d
+
+
+def _edit_text_params(d, **changes):
+    p = sidecar_path(d / "clip-text.onnx")
+    doc = json.loads(p.read_text())
+    for k, v in changes.items():
+        if v is None:
+            doc["params"].pop(k, None)
+        else:
+            doc["params"][k] = v
+    p.write_text(json.dumps(doc))
+
+
+def test_bad_text_files_are_refused_with_clear_errors(tmp_path):
+    d = _copy_models(tmp_path)
+    (d / "clip-tokenizer.json").unlink()
+    with pytest.raises(ModelMissing, match="clip-tokenizer.json"):
+        open_clip_model(d, warm_up=False)
+    d = _copy_models(tmp_path / "b")
+    _edit_text_params(d, tokenizer_kind="sentencepiece")
+    with pytest.raises(ModelInvalid, match="unknown tokenizer_kind 'sentencepiece'"):
+        open_clip_model(d, warm_up=False)
+    _edit_text_params(d, tokenizer_kind="wordpiece", pad_id=None)
+    with pytest.raises(ModelInvalid, match="lack 'pad_id'"):
+        open_clip_model(d, warm_up=False)
+
+
+def test_models_info_says_sim_only(capsys):
+    from robot_app.cli import main
+
+    assert main(["models", "info", "--models", str(shipped_models_dir())]) in (0, 1)
+    out = capsys.readouterr().out
+    assert "clip-image.onnx" in out and "SIM-ONLY" in out
+
+
+def test_labels_follow_the_geometry():
+    world = world_from_mapping({
+        "world": {"name": "t", "extent_m": [100.0, 100.0], "anchor_latlon": [10.0, 10.0]},
+        "buildings": [{"category": "red building", "center": [20.0, 0.0], "size_m": [4.0, 10.0, 8.0]}],
+        "objects": [{"category": "stop sign", "at": [6.0, 0.0]},
+                    {"category": "white truck", "at": [32.0, 0.0], "yaw_deg": 90.0},
+                    {"category": "traffic cone", "at": [0.0, 40.0]}],
+    })
+    col = {c: i for i, c in enumerate(CATEGORIES)}
+    ahead = label_pose(world, 0.0, 0.0, 0.0)
+    assert ahead[col["stop sign"]] == 1 and ahead[col["red building"]] == 1
+    assert ahead[col["white truck"]] == 0  # behind the building
+    assert ahead[col["traffic cone"]] == 0  # outside the field of view and far
+    assert label_pose(world, 0.0, 12.0, 0.0)[col["white truck"]] != 0  # seen past the building's side
+    behind = label_pose(world, 0.0, 0.0, math.pi)
+    assert not (behind == 1).any()
+
+
+def test_poses_are_seeded_and_outside_obstacles():
+    w = load_world("campus")
+    a = sample_poses(w, 50, rng=np.random.default_rng(3))
+    b = sample_poses(w, 50, rng=np.random.default_rng(3))
+    np.testing.assert_array_equal(a, b)
+    from robot_app.sim.world import _point_in_building
+
+    assert not any(_point_in_building(x, y, bd) for x, y, _ in a for bd in w.buildings)
+    with pytest.raises(ValueError, match="n: expected >= 0"):
+        sample_poses(w, -1, rng=np.random.default_rng(0))
+
+
+def test_every_catalogue_category_has_train_and_held_out_phrasings():
+    from robot_app.sim.world import CATALOGUE
+
+    for c in CATALOGUE:
+        train, held = PHRASES[c]
+        assert len(train) >= 3 and len(held) >= 2 and not set(train) & set(held)
+
+
+def test_retrieval_top_k_and_its_chance_level():
+    from robot_app.sim.train_vlm import retrieval_top_k
+
+    cos = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.95])
+    assert retrieval_top_k(cos, np.array([0, 0, 0, 1, 0, -1])) == (0.0, pytest.approx(1 - 4 / 10))
+    assert retrieval_top_k(cos, np.array([0, 0, 1, 0, 0, -1]))[0] == 1.0  # the unsure view is left out
+    assert retrieval_top_k(cos, np.array([0, 0, 1, 0, 0, 0]))[0] == 0.0
+    assert retrieval_top_k(cos, np.zeros(6, dtype=int)) is None
+
+
+def test_quick_training_writes_loadable_files(tmp_path):
+    pytest.importorskip("torch")
+    from robot_app.sim.train_vlm import train_sim_vlm
+
+    q = train_sim_vlm(["campus"], tmp_path, quick=True, progress=False, threads=1)
+    assert q["quick"] and 0.0 <= q["top3_held_out_phrasings"] <= 1.0 and q["logit_scale"] > 0
+    assert json.loads((tmp_path / "sim-vlm-quality.json").read_text())["train_views"] == q["train_views"]
+    m = open_clip_model(tmp_path)
+    assert m.sim_only and m.logit_scale == q["logit_scale"]
+    assert check_reference(m, tmp_path / "clip-reference.npz")["ids_equal"]
+    with pytest.raises(ValueError, match="non-empty list"):
+        train_sim_vlm([], tmp_path, quick=True, progress=False)
