@@ -38,7 +38,7 @@ class TruthParams:
 
     object_near_m: float = 7.0
     object_view_m: float = 15.0
-    large_object_view_m: float = 25.0
+    large_object_view_m: float = 20.0
     building_near_m: float = 10.0
     building_view_m: float = 30.0
     hfov_deg: float = 90.0
