@@ -43,8 +43,8 @@ _SCENARIOS = {
                                 "Go past the fire hydrant, then find the traffic cone, and stop at the white truck."),
     ("campus", True): Scenario("campus", ((0.0, -90.0), (0.0, -15.0)),
                                "Go past the fire hydrant and stop at the stop sign."),
-    ("industrial", False): Scenario("industrial", ((0.0, -80.0), (0.0, 0.0), (78.0, 0.0)),
-                                    "Go past the traffic cone, then the stop sign, and stop at the fire hydrant."),
+    ("industrial", False): Scenario("industrial", ((0.0, -80.0), (0.0, 0.0), (62.0, 0.0)),
+                                    "Go past the traffic cone, then the glass building, and stop at the fire hydrant."),
     ("industrial", True): Scenario("industrial", ((0.0, -80.0), (0.0, 0.0), (20.0, 0.0)),
                                    "Go past the traffic cone and stop at the stop sign."),
 }

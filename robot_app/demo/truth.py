@@ -27,11 +27,12 @@ __all__ = ["NEAR_M", "RANGE_M", "node_true_poses", "visible_nodes", "LandmarkTru
            "intended_walk", "plan_metrics", "path_length_m"]
 
 NEAR_M = 4.0
-#: visibility range (m) per size class; a 160 x 120 frame shows a 0.7 m hydrant as a few pixels past ~8 m
-RANGE_M = {"white truck": 15.0, "trailer": 15.0, "blue dumpster": 10.0, "picnic table": 10.0, "tree": 12.0,
-           "street lamp": 10.0}
-SMALL_RANGE_M = 8.0
-BUILDING_RANGE_M = 20.0
+#: visibility range (m) by size: where the object still spans about 4 deg (6 px of a 160 px wide, 90 deg
+#: frame): a 0.7 m hydrant to ~10 m, a 2-4 m sign, dumpster or tree to ~15 m, a 7 m truck or trailer to 25 m
+RANGE_M = {"white truck": 25.0, "trailer": 25.0, "blue dumpster": 15.0, "picnic table": 15.0, "tree": 15.0,
+           "street lamp": 15.0, "stop sign": 15.0}
+SMALL_RANGE_M = 10.0
+BUILDING_RANGE_M = 30.0
 FOV_MARGIN_DEG = 15.0
 
 
