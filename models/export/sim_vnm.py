@@ -15,12 +15,12 @@ Architecture (GNM's split, Shah et al. ICRA 2023 Sec. IV-B, scaled down for a CP
 - observation branch: the ``context + 1`` frames on channels (18) -> 4 stride-2 3x3 conv + BN + ReLU
   stages (16, 24, 32, 48 channels) -> average pool to 2 x 3 cells (keeps left/right layout) -> Linear 128;
 - goal branch (early fusion, once per goal): the newest frame and the goal frame (6 channels) ->
-  4 stride-2 stages (32, 48, 64, 96) -> pool 2 x 3 -> Linear 128;
+  4 stride-2 stages (24, 32, 48, 64) -> pool 2 x 3 -> Linear 128;
 - head: concat 256 -> Linear 128 + ReLU -> ``dist`` (1) and ``len_traj_pred`` x 4 values; (x, y)
   steps are accumulated into waypoints (cumulative sum) and (cos, sin) normalised to unit length,
   as GNM's action head does.
 
-About 0.27 M parameters (~1.1 MB of float32 ONNX); one step against 9 goals costs a few ms on one CPU
+About 0.2 M parameters (~0.8 MB of float32 ONNX); one step against 9 goals costs a few ms on one CPU
 core.
 """
 
@@ -42,20 +42,18 @@ FILES = ("vnm.onnx", "vnm-reference.npz")
 POOL_HW = (2, 3)
 
 
-def _stages(c_in: int, widths: tuple):
+def _convs(c_in: int, widths: tuple, stride: int = 2) -> list:
     from torch import nn
 
     layers = []
     for c in widths:
-        layers += [nn.Conv2d(c_in, c, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(inplace=True)]
+        layers += [nn.Conv2d(c_in, c, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(inplace=True)]
         c_in = c
-    layers.append(nn.AdaptiveAvgPool2d(POOL_HW))
-    layers.append(nn.Flatten())
-    return nn.Sequential(*layers)
+    return layers
 
 
 def build_sim_vnm(*, context_size: int = 5, len_traj_pred: int = 5, obs_widths: tuple = (16, 24, 32, 48),
-                  goal_widths: tuple = (32, 48, 64, 96), encoding: int = 128):
+                  frame_widths: tuple = (24, 32, 48), fusion_widths: tuple = (64, 64), encoding: int = 128):
     """A fresh :class:`SimVnmNet` (torch ``nn.Module``); see the module docstring for the layers.
 
     ``forward(obs (B, 3 (C+1), 64, 85), goal (B, 3, 64, 85)) -> (dist (B, 1), waypoints (B, T, 4))``.
@@ -70,26 +68,33 @@ def build_sim_vnm(*, context_size: int = 5, len_traj_pred: int = 5, obs_widths: 
         def __init__(self):
             super().__init__()
             self.context_size, self.len_traj_pred = context_size, len_traj_pred
-            self.obs_encoder = _stages(3 * (context_size + 1), obs_widths)
+            self.obs_encoder = nn.Sequential(*_convs(3 * (context_size + 1), obs_widths),
+                                             nn.AdaptiveAvgPool2d(POOL_HW), nn.Flatten())
             self.obs_fc = nn.Sequential(nn.Linear(obs_widths[-1] * cells, encoding), nn.ReLU())
-            self.goal_encoder = _stages(6, goal_widths)
-            self.goal_fc = nn.Sequential(nn.Linear(goal_widths[-1] * cells, encoding), nn.ReLU())
+            self.frame_encoder = nn.Sequential(*_convs(3, frame_widths))
+            c = frame_widths[-1]
+            self.fusion = nn.Sequential(*_convs(3 * c, fusion_widths[:1]), *_convs(fusion_widths[0], fusion_widths[1:], 1),
+                                        nn.AdaptiveAvgPool2d(POOL_HW), nn.Flatten())
+            self.goal_fc = nn.Sequential(nn.Linear(fusion_widths[-1] * cells, encoding), nn.ReLU())
             self.head = nn.Sequential(nn.Linear(2 * encoding, encoding), nn.ReLU())
             self.dist_out = nn.Linear(encoding, 1)
             self.action_out = nn.Linear(encoding, len_traj_pred * 4)
 
         def encode_obs(self, obs):
-            return self.obs_fc(self.obs_encoder(obs))
+            """Observation encoding (B, encoding) and the newest frame's feature map."""
+            return self.obs_fc(self.obs_encoder(obs)), self.frame_encoder(obs[:, -3:])
 
-        def heads(self, obs_enc, current, goal):
-            g = self.goal_fc(self.goal_encoder(torch.cat([current, goal], dim=1)))
-            z = self.head(torch.cat([obs_enc, g], dim=1))
+        def heads(self, obs_enc, current_map, goal):
+            g = self.frame_encoder(goal)
+            fused = self.fusion(torch.cat([current_map, g, current_map * g], dim=1))
+            z = self.head(torch.cat([obs_enc, self.goal_fc(fused)], dim=1))
             a = self.action_out(z).reshape(z.shape[0], self.len_traj_pred, 4)
             xy = torch.cumsum(a[:, :, :2], dim=1)
             return self.dist_out(z), torch.cat([xy, F.normalize(a[:, :, 2:], dim=-1)], dim=-1)
 
         def forward(self, obs, goal):
-            return self.heads(self.encode_obs(obs), obs[:, -3:], goal)
+            enc, cur = self.encode_obs(obs)
+            return self.heads(enc, cur, goal)
 
     return SimVnmNet()
 
@@ -106,8 +111,8 @@ def step_module(net):
 
         def forward(self, obs, goal):
             b = goal.shape[0]
-            enc = self.net.encode_obs(obs).expand(b, -1)
-            return self.net.heads(enc, obs[:, -3:].expand(b, -1, -1, -1), goal)
+            enc, cur = self.net.encode_obs(obs)
+            return self.net.heads(enc.expand(b, -1), cur.expand(b, -1, -1, -1), goal)
 
     return SimVnmStep().eval()
 

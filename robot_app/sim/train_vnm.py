@@ -4,13 +4,16 @@ Data (ViNG, Shah et al. ICRA 2021 Sec. IV; GNM, Shah et al. ICRA 2023 Sec. IV-A)
 
 - Drives: random walks over the world's path network (junctions joined, no U-turns), driven on the
   simulation clock by pure pursuit (:mod:`robot_app.sim.explore`) through :class:`WorldPlant`, with a
-  smooth lateral offset from the centreline (within the path's width), a per-drive speed around
-  1 m/s, an initial heading error and short yaw-rate disturbances, so the data holds recoveries.
+  smooth lateral offset from the centreline (within the path's width), a per-drive speed of
+  0.9-1.1 m/s (temporal distance labels stay close to geometric ones), an initial heading error
+  and short yaw-rate disturbances, so the data holds recoveries.
   Frames are rendered with :class:`WorldRenderer` at the VNM frame rate (4 Hz) and resized to the
   VNM input (85 x 64, Pillow bicubic) exactly as :meth:`models.vnm.VnmModel.preprocess` does.
 - Distance label of (observation frame i of drive A, goal frame g): the temporal distance in frames
-  k - i to the first frame k >= i of drive A whose pose matches g's (within 0.7 m and 0.35 rad);
-  for a goal from A itself that is the plain temporal distance. Goals that A does not reach within
+  k - i to the first frame k >= i of drive A at g's place (within 0.4 m along g's heading, 1.5 m
+  across it and 0.35 rad); for a goal from A itself that is the plain temporal distance. Each
+  training route is driven three times with different offsets, and most goals come from another
+  drive of the same place, as map nodes do when the robot navigates. Goals that A does not reach within
   the window are negatives (ViNG's negative mining: other drives, far future, the past, random
   frames and frames within 25 m, the map builder's candidate radius) with the label
   :data:`NEGATIVE_FACTOR` x the trained range, so they sit above the map builder's edge threshold
@@ -52,7 +55,7 @@ DIST_MAX_STEPS = 20.0      # GNM's trained distance range 0-20 steps (gnm.yaml)
 NEGATIVE_FACTOR = 1.25     # negatives are labelled 1.25 x the range
 NOMINAL_SPEED_MPS = 1.0    # training drive speed: waypoint unit = NOMINAL_SPEED_MPS / FRAME_RATE_HZ metres
 CONTEXT_SIZE, LEN_TRAJ_PRED = 5, 5
-MATCH_POS_M, MATCH_YAW_RAD = 0.7, 0.35
+MATCH_ALONG_M, MATCH_LATERAL_M, MATCH_YAW_RAD = 0.4, 1.5, 0.35  # "the same place" (see _Frames.labels)
 PHYSICS_HZ = 40.0
 VNM_W, VNM_H = 85, 64
 
@@ -281,17 +284,27 @@ class _Frames:
         self.xy_tree = cKDTree(self.pose[:, :2])
         # another drive's frame at (nearly) the same pose: cross-drive positives
         feat = np.concatenate([self.pose[:, :2], 2.0 * np.stack([np.cos(self.pose[:, 2]), np.sin(self.pose[:, 2])], 1)], 1)
-        _, nn = cKDTree(feat).query(feat, k=min(12, m))
+        # (a drive has ~4 frames per metre, so look far enough to get past the frame's own drive)
+        _, nn = cKDTree(feat).query(feat, k=min(64, m))
         nn = nn.reshape(m, -1)
         ok = (self.drive[nn] != self.drive[:, None]) & self._matches(nn, np.repeat(i[:, None], nn.shape[1], 1))
-        self.partner = np.where(ok.any(1), nn[i, np.argmax(ok, 1)], -1)
+        pick = np.argmax(ok * np.random.default_rng(m).random(ok.shape), axis=1)  # a random valid one
+        self.partner = np.where(ok.any(1), nn[i, pick], -1)
+        log.info("%d frames, %.0f %% with another drive's frame at the same pose", m, 100 * ok.any(1).mean())
 
     def __len__(self) -> int:
         return len(self.pose)
 
-    def _matches(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        dp = np.hypot(self.pose[a, 0] - self.pose[b, 0], self.pose[a, 1] - self.pose[b, 1])
-        return (dp < MATCH_POS_M) & (np.abs(_wrap(self.pose[a, 2] - self.pose[b, 2])) < MATCH_YAW_RAD)
+    def _along_lateral(self, a: np.ndarray, g: np.ndarray) -> tuple:
+        """|offset| of frames ``a`` from frames ``g`` along and across g's heading, m."""
+        dx, dy = self.pose[a, 0] - self.pose[g, 0], self.pose[a, 1] - self.pose[g, 1]
+        c, s = np.cos(self.pose[g, 2]), np.sin(self.pose[g, 2])
+        return np.abs(c * dx + s * dy), np.abs(-s * dx + c * dy)
+
+    def _matches(self, a: np.ndarray, g: np.ndarray) -> np.ndarray:
+        along, lateral = self._along_lateral(a, g)
+        return ((along < MATCH_ALONG_M) & (lateral < MATCH_LATERAL_M)
+                & (np.abs(_wrap(self.pose[a, 2] - self.pose[g, 2])) < MATCH_YAW_RAD))
 
     def labels(self, a: np.ndarray, g: np.ndarray) -> tuple:
         """Distance labels (float32), loss weights and the positive mask of pairs (obs frame a, goal frame g)."""
@@ -299,8 +312,9 @@ class _Frames:
         cols = a[:, None] + np.arange(w + 1)[None]
         inside = cols < self.end[a][:, None]
         cols = np.minimum(cols, len(self) - 1)
-        dp = np.hypot(self.pose[cols, 0] - self.pose[g, 0, None], self.pose[cols, 1] - self.pose[g, 1, None])
-        match = inside & (dp < MATCH_POS_M) & (np.abs(_wrap(self.pose[cols, 2] - self.pose[g, 2, None])) < MATCH_YAW_RAD)
+        gg = np.broadcast_to(g[:, None], cols.shape)
+        dp, _ = self._along_lateral(cols, gg)
+        match = inside & self._matches(cols, gg)
         has = match.any(axis=1)
         first = np.argmax(match, axis=1)
         score = np.where(match & (np.arange(w + 1)[None] <= first[:, None] + 3), dp, np.inf)
@@ -311,9 +325,12 @@ class _Frames:
         return label, weight, pos
 
     def sample_goals(self, rng: np.random.Generator, anchors: np.ndarray, per_anchor: int,
-                     kinds_p=(0.35, 0.2, 0.2, 0.1, 0.15)) -> np.ndarray:
-        """Goal frames for each anchor (repeated ``per_anchor`` times): same drive ahead, another drive at
-        a pose ahead, a frame within 2-25 m, the same drive's past / far future, a random frame."""
+                     kinds_p=(0.1, 0.45, 0.15, 0.15, 0.05, 0.1)) -> np.ndarray:
+        """Goal frames for each anchor (repeated ``per_anchor`` times), by kind: the same drive ahead,
+        another drive at a pose ahead, another drive at a pose 3-24 frames behind, a frame within
+        2-25 m, the same drive's past / far future, a random frame. Frames of the anchor's own drive
+        are nearly pixel-identical near the anchor, so most goals come from other drives, as map
+        nodes do when the robot navigates."""
         a = np.repeat(anchors, per_anchor)
         n, m, dmax = a.size, len(self), int(self.dmax)
         kind = rng.choice(len(kinds_p), n, p=np.asarray(kinds_p) / np.sum(kinds_p))
@@ -323,14 +340,18 @@ class _Frames:
         part = self.partner[fut[sel]]
         g[sel] = np.where(part >= 0, part, fut[sel])
         sel = kind == 2
+        behind = np.maximum(a - rng.integers(3, 25, n), self.start[a])[sel]
+        part = self.partner[behind]
+        g[sel] = np.where(part >= 0, part, behind)
+        sel = kind == 3
         r, th = rng.uniform(2.0, 25.0, sel.sum()), rng.uniform(0, 2 * np.pi, sel.sum())
         _, g[sel] = self.xy_tree.query(self.pose[a[sel], :2] + np.stack([r * np.cos(th), r * np.sin(th)], 1))
-        sel = kind == 3
+        sel = kind == 4
         back = rng.random(n) < 0.5
         past = np.maximum(a - rng.integers(3, 60, n), self.start[a])
         far = np.minimum(a + rng.integers(dmax + 6, dmax + 80, n), self.end[a] - 1)
         g[sel] = np.where(back, past, far)[sel]
-        sel = kind == 4
+        sel = kind == 5
         g[sel] = rng.integers(0, m, sel.sum())
         return g
 
@@ -354,6 +375,7 @@ class _Frames:
 @dataclass(frozen=True)
 class _Plan:
     train_drives_per_world: int
+    train_repeats: int
     train_route_m: float
     heldout_routes_per_world: int
     heldout_route_m: float
@@ -364,9 +386,9 @@ class _Plan:
     eval_stride: int
 
 
-_FULL = _Plan(train_drives_per_world=12, train_route_m=110.0, heldout_routes_per_world=2, heldout_route_m=60.0,
-              epochs=5, goals_per_anchor=4, batch_anchors=32, lr=2e-3, eval_stride=3)
-_QUICK = _Plan(train_drives_per_world=2, train_route_m=25.0, heldout_routes_per_world=1, heldout_route_m=20.0,
+_FULL = _Plan(train_drives_per_world=12, train_repeats=3, train_route_m=90.0, heldout_routes_per_world=2, heldout_route_m=60.0,
+              epochs=3, goals_per_anchor=4, batch_anchors=32, lr=2e-3, eval_stride=3)
+_QUICK = _Plan(train_drives_per_world=2, train_repeats=2, train_route_m=25.0, heldout_routes_per_world=1, heldout_route_m=20.0,
                epochs=1, goals_per_anchor=4, batch_anchors=32, lr=2e-3, eval_stride=4)
 
 
@@ -379,6 +401,7 @@ def _render_drives(worlds: list, plan: _Plan, *, seed: int, heldout: bool, progr
     rng = np.random.default_rng([seed, 1 if heldout else 0])
     out = []
     n = plan.heldout_routes_per_world * 2 if heldout else plan.train_drives_per_world
+    repeats = 2 if heldout else plan.train_repeats
     with tqdm(total=n * len(worlds), desc="held-out drives" if heldout else "training drives", unit="drive",
               disable=not progress, leave=False) as bar:
         for wi, w in enumerate(worlds):
@@ -386,9 +409,9 @@ def _render_drives(worlds: list, plan: _Plan, *, seed: int, heldout: bool, progr
             with WorldRenderer(w, seed=seed * 1000 + wi + (500 if heldout else 0)) as ren:
                 index0 = 0
                 for k in range(n):
-                    if not heldout or k % 2 == 0:
+                    if k % repeats == 0:
                         route = random_route(net, rng, length_m=plan.heldout_route_m if heldout else plan.train_route_m)
-                    d = simulate_drive(w, route, ren, rng, speed_mps=NOMINAL_SPEED_MPS * rng.uniform(0.8, 1.2),
+                    d = simulate_drive(w, route, ren, rng, speed_mps=NOMINAL_SPEED_MPS * rng.uniform(0.9, 1.1),
                                        frame_index0=index0)
                     if d.collided:
                         log.info("%s: a training drive ended at a collision after %d frames", w.name, len(d.pose))
@@ -428,8 +451,7 @@ def _train(data: _Frames, plan: _Plan, *, seed: int, progress: bool):
                 a = np.repeat(anchors, plan.goals_per_anchor)
                 label, weight, pos = (torch.from_numpy(x) for x in data.labels(a, g))
                 obs = data.obs(anchors)
-                enc = net.encode_obs(obs).repeat_interleave(plan.goals_per_anchor, 0)
-                cur = obs[:, -3:].repeat_interleave(plan.goals_per_anchor, 0)
+                enc, cur = (x.repeat_interleave(plan.goals_per_anchor, 0) for x in net.encode_obs(obs))
                 dist, wp = net.heads(enc, cur, data.images(g))
                 loss_d = (F.huber_loss(dist[:, 0], label, reduction="none", delta=2.0) * weight).sum() / weight.sum()
                 mask = pos & wp_ok_all[torch.from_numpy(a)]
@@ -499,10 +521,10 @@ def evaluate_vnm(vnm, drives: Sequence[Drive], *, tau_steps: float | None = None
     hits, chance, cross_err = [], [], []
     for q in queries[::max(1, stride // 2)]:
         ref = np.flatnonzero(data.drive == data.drive[q] - 1)
-        dp = np.hypot(data.pose[ref, 0] - data.pose[q, 0], data.pose[ref, 1] - data.pose[q, 1])
-        dp[np.abs(_wrap(data.pose[ref, 2] - data.pose[q, 2])) > 0.6] = np.inf
-        t = int(np.argmin(dp))
-        if not dp[t] < 2.0:
+        along, lateral = data._along_lateral(ref, np.full(ref.size, q))
+        along[(lateral > MATCH_LATERAL_M) | (np.abs(_wrap(data.pose[ref, 2] - data.pose[q, 2])) > 0.6)] = np.inf
+        t = int(np.argmin(along))  # the reference frame at the query's place (along its heading)
+        if not along[t] < 1.0:
             continue
         cand = np.arange(max(0, t - window), min(ref.size, t + window + 1))
         pred = vnm.predict(obs(q), pre[ref[cand]])
@@ -514,7 +536,7 @@ def evaluate_vnm(vnm, drives: Sequence[Drive], *, tau_steps: float | None = None
     rng = np.random.default_rng([seed, 3])
     neg_pred, neg_near = [], []
     for q in anchors:
-        g = data.sample_goals(rng, np.array([q]), 8, kinds_p=(0.0, 0.0, 0.5, 0.2, 0.3))
+        g = data.sample_goals(rng, np.array([q]), 8, kinds_p=(0.0, 0.0, 0.3, 0.35, 0.15, 0.2))
         _, weight, pos = data.labels(np.full(g.size, q), g)
         neg = ~pos & (weight > 0)
         if neg.any():
@@ -545,7 +567,7 @@ def _as_world(w) -> World:
 
 
 def train_sim_vnm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: bool = False,
-                  progress: bool = True) -> dict:
+                  progress: bool = True, threads: int | None = None) -> dict:
     """Train the sim-only VNM on drives in ``worlds``, export it into ``out_dir`` and measure it.
 
     Parameters
@@ -562,6 +584,10 @@ def train_sim_vnm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
         Tiny data and one epoch (tests): files load and run, quality is not meaningful.
     progress : bool
         tqdm progress bars on stderr.
+    threads : int, optional
+        torch CPU threads; default 1 when the machine is busy (load average >= its cores - 1: small
+        convolutions on an oversubscribed CPU run several times slower with more threads), else up
+        to 4. The figures differ across thread counts only by float rounding.
 
     Returns
     -------
@@ -588,7 +614,10 @@ def train_sim_vnm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
         raise ValueError("train_sim_vnm: no world given")
     plan = _QUICK if quick else _FULL
     threads_before = torch.get_num_threads()
-    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    if threads is None:
+        cores = os.cpu_count() or 1
+        threads = 1 if os.getloadavg()[0] >= cores - 1 else min(4, cores)
+    torch.set_num_threads(max(1, int(threads)))
     try:
         timing = {}
         t0 = time.perf_counter()
@@ -626,7 +655,7 @@ def train_sim_vnm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
               "epochs": plan.epochs, "loss_history": history, "parity_max_abs": exp["parity_max_abs"],
               "parameters": int(sum(p.numel() for p in net.parameters())),
               "onnx_bytes": int((out / "vnm.onnx").stat().st_size), "timing_s": timing,
-              "torch_threads": max(1, min(4, os.cpu_count() or 1))}
+              "torch_threads": int(threads)}
     (out / "sim-vnm-quality.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     report["files"] = exp["files"] + [str(out / "sim-vnm-quality.json")]
     log.info("sim VNM: MAE %.2f steps, localisation %.2f (chance %.2f), negatives rejected %.2f, %.0f s",
