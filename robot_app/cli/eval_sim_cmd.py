@@ -33,6 +33,12 @@ def register(sub, groups) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the exploration's and the drives' noise (default 0)")
     p.add_argument("--parser", choices=("auto", "rules", "llm"), default=None,
                    help="landmark parser (default: [llm] landmark_parser)")
+    p.add_argument("--alpha", type=float, default=None,
+                   help="walk-length weight per VNM time step (default: [planner] alpha)")
+    p.add_argument("--grounding", choices=("vlm", "oracle"), default="vlm",
+                   help="vlm: parse and ground with the sim VLM (default); oracle: a perfect category detector on "
+                        "the truth's landmarks, every instance of a category alike (separates the search from "
+                        "the VLM's errors)")
     p.add_argument("--limit", type=int, default=None, help="only the first N instructions")
     p.add_argument("--drive-time-limit", type=float, default=None, metavar="S",
                    help="end each simulated drive after S sim seconds (default: 2 x the walk's length at the "
@@ -55,6 +61,8 @@ def _eval_sim(args, config) -> int:
 
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit {args.limit}: must be at least 1")
+    if args.alpha is not None and not (args.alpha >= 0 and args.alpha < float("inf")):
+        raise UsageError(f"--alpha {args.alpha}: must be a finite number >= 0")
     if args.drive_time_limit is not None and not args.drive_time_limit > 0:
         raise UsageError(f"--drive-time-limit {args.drive_time_limit}: must be > 0 seconds")
     if args.models is not None and not args.models.is_dir():
@@ -67,6 +75,7 @@ def _eval_sim(args, config) -> int:
     settings = EvalSettings(world=args.world, out_dir=str(out),
                             instructions=str(args.instructions) if args.instructions else None,
                             models_dir=str(args.models) if args.models else None, seed=args.seed, parser=args.parser,
+                            grounding=args.grounding, alpha=args.alpha,
                             execute=not args.no_drive, limit=args.limit, progress=not args.json,
                             drive=DriveParams(time_limit_s=args.drive_time_limit))
     try:

@@ -62,6 +62,8 @@ class EvalSettings:
     height: int = 120
     hfov_deg: float = 90.0
     parser: str | None = None
+    grounding: str = "vlm"
+    alpha: float | None = None
     execute: bool = True
     limit: int | None = None
     progress: bool = False
@@ -136,10 +138,13 @@ def _build(log_dir: Path, models_dir: Path, config, explore_key: str, out: Path,
     return path, report, False
 
 
-def _eval_config(config, models_dir: Path):
-    """The config with the models folder set and plain camera views (the sim camera is a pinhole)."""
+def _eval_config(config, models_dir: Path, alpha: float | None = None):
+    """The config with the models folder set, plain camera views (the sim camera is a pinhole) and,
+    when given, the planner's alpha."""
+    planner = config.planner if alpha is None else dataclasses.replace(config.planner, alpha=float(alpha))
     return dataclasses.replace(config, paths=dataclasses.replace(config.paths, models_dir=str(models_dir)),
-                               camera=dataclasses.replace(config.camera, fisheye_k=[], fisheye_d=[], clip_crops=1))
+                               camera=dataclasses.replace(config.camera, fisheye_k=[], fisheye_d=[], clip_crops=1),
+                               planner=planner)
 
 
 def _start_node(xy: np.ndarray, yaw: np.ndarray, start: tuple) -> int:
@@ -199,6 +204,25 @@ def _intended(ctx: _Context, truth: list, start: int, alpha: float):
     return plan_walk(*ctx.csr, logp, start, alpha=max(alpha, 1e-6))
 
 
+#: log-likelihood of a node that shows no instance of the landmark's category, for ``grounding = "oracle"``
+ORACLE_MISS_LOGP = -20.0
+
+
+def _oracle_logp(ctx: _Context, ins) -> np.ndarray:
+    """(N, K) log-likelihoods of a perfect CATEGORY detector: 0 at every node that counts (truth rules) as
+    at ANY building or object of the category of landmark k's targets, :data:`ORACLE_MISS_LOGP` elsewhere.
+    Instances stay ambiguous (every stop sign scores alike), so only the instruction's order and the walk's
+    length can pick the right one: an ablation that separates the search from the VLM's errors."""
+    cat = {n: c for n, c, _, _ in ctx.world.landmarks()}
+    logp = np.full((len(ctx.map.nodes), len(ins.landmarks)), ORACLE_MISS_LOGP)
+    for k, lm in enumerate(ins.landmarks):
+        cats = {cat[t] for t in lm.targets}
+        same = [n for n, c, _, _ in ctx.world.landmarks() if c in cats]
+        (nodes,) = truth_node_sets(ctx.world, [same], ctx.true_xy, ctx.true_yaw, params=ctx.s.truth)
+        logp[nodes, k] = 0.0
+    return logp
+
+
 def _plan_row(ctx: _Context, ins, parse_fn) -> tuple[dict, dict]:
     """Parse, ground and plan one instruction with both planners. Returns (row, walks by planner)."""
     from core.metrics import planning_efficiency, planning_success
@@ -212,7 +236,10 @@ def _plan_row(ctx: _Context, ins, parse_fn) -> tuple[dict, dict]:
     row = {"id": ins.id, "text": ins.text, "start_node": start,
            "truth": [{"phrase": lm.phrase, "targets": list(lm.targets), "nodes": int(t.size)}
                      for lm, t in zip(ins.landmarks, truth)]}
-    landmarks, used = parse_fn(ins.text)
+    if ctx.s.grounding == "oracle":  # the truth's landmarks, in order (no parser)
+        landmarks, used = [lm.phrase for lm in ins.landmarks], "truth"
+    else:
+        landmarks, used = parse_fn(ins.text)
     row["parser"], row["landmarks"] = used, landmarks
     empty = [lm.phrase for lm, t in zip(ins.landmarks, truth) if t.size == 0]
     intended = _intended(ctx, truth, start, cfg.planner.alpha) if not empty else None
@@ -222,12 +249,15 @@ def _plan_row(ctx: _Context, ins, parse_fn) -> tuple[dict, dict]:
         return row, {}
     row["intended"] = {"length_steps": round(intended.length, 2),
                        "length_m": round(_length_m(ctx.true_xy, intended.nodes), 2)}
-    g = ground_landmarks(ctx.clip, landmarks, ctx.image_emb, ctx.image_node, n_nodes=len(ctx.map.nodes),
-                         logit_scale=cfg.planner.logit_scale or None, normalise=cfg.planner.normalise,
-                         min_cosine=cfg.models.landmark_min_cosine)
+    if ctx.s.grounding == "oracle":
+        logp = _oracle_logp(ctx, ins)
+    else:
+        logp = ground_landmarks(ctx.clip, landmarks, ctx.image_emb, ctx.image_node, n_nodes=len(ctx.map.nodes),
+                                logit_scale=cfg.planner.logit_scale or None, normalise=cfg.planner.normalise,
+                                min_cosine=cfg.models.landmark_min_cosine).log_likelihood
     walks, row["planners"] = {}, {}
     for name, fn in (("lmnav", plan_walk), ("max-likelihood", plan_max_likelihood)):
-        r = fn(*ctx.csr, g.log_likelihood, start, alpha=cfg.planner.alpha)
+        r = fn(*ctx.csr, logp, start, alpha=cfg.planner.alpha)
         item = {"status": r.status.value, "success": False, "efficiency": 0.0}
         if r.ok:
             lm_nodes = r.landmark_nodes
@@ -290,7 +320,7 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
     if not (models_dir / config.models.clip_image_file).is_file():
         raise EvalError(f"{models_dir}: no CLIP-format model ({config.models.clip_image_file}); eval sim needs the "
                         "sim VLM (robot_app/data/models/sim) or --models DIR")
-    cfg = _eval_config(config, models_dir)
+    cfg = _eval_config(config, models_dir, settings.alpha)
     log_dir, explore_info, explore_cached = _explore(world, iset, settings, out)
     map_path, build_info, map_cached = _build(log_dir, models_dir, cfg, explore_info["key"], out, settings.progress)
     rows = []
@@ -308,7 +338,9 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
             rows.append(row)
     report = {"world": world.name, "instructions_file": str(ipath), "models_dir": str(models_dir),
               "models": {"clip": ctx.clip.model_id, "vnm": getattr(ctx.vnm, "model_id", None)},
-              "seed": settings.seed, "alpha": cfg.planner.alpha, "parser": settings.parser or cfg.llm.landmark_parser,
+              "seed": settings.seed, "alpha": cfg.planner.alpha, "grounding": settings.grounding,
+              "logit_scale": cfg.planner.logit_scale or ctx.clip.logit_scale, "normalise": cfg.planner.normalise,
+              "parser": settings.parser or cfg.llm.landmark_parser,
               "exploration": {**{k: v for k, v in explore_info.items() if k != "key"}, "cached": explore_cached},
               "map": {**build_info, "cached": map_cached},
               "truth_params": dataclasses.asdict(settings.truth), "drive_params": dataclasses.asdict(settings.drive),

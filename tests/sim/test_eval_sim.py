@@ -236,6 +236,12 @@ def test_tiny_eval_runs_end_to_end_and_reuses_its_cache(tmp_path, tmp_path_facto
     assert set(report["targets"]) == {"lmnav_planning_success_at_least_0.85", "lmnav_efficiency_above_max_likelihood"}
     assert Path(report["chart"]).stat().st_size > 1000 and Path(report["report"]).is_file()
     assert "executions" not in again["instructions"][0] and again["totals"]["execution"] == {}
+    # a perfect category detector: the two instructions' landmarks are the only instances near this route
+    assert main(args + ["--no-drive", "--grounding", "oracle", "--alpha", "0.01"]) == 0
+    oracle = json.loads(capsys.readouterr().out)
+    assert oracle["grounding"] == "oracle" and oracle["alpha"] == 0.01
+    assert oracle["totals"]["planning"]["lmnav"]["success_rate"] == 1.0
+    assert oracle["instructions"][0]["parser"] == "truth"
     assert main(args[:-1] + ["--no-drive", "--limit", "1"]) == 0
     text = capsys.readouterr().out
     assert "LM-Nav search" in text and "max-likelihood" in text and "eval-campus.png" in text
@@ -247,6 +253,8 @@ def test_cli_refuses_bad_input(tmp_path, capsys):
 
     assert main(["eval", "sim", "--world", "campus", "--limit", "0"]) == 2
     assert "--limit 0" in capsys.readouterr().err
+    assert main(["eval", "sim", "--world", "campus", "--alpha", "-1"]) == 2
+    assert "--alpha -1" in capsys.readouterr().err
     assert main(["eval", "sim", "--world", "campus", "--models", str(tmp_path / "none")]) == 2
     assert "no such folder" in capsys.readouterr().err
     bad = tmp_path / "bad.json"
