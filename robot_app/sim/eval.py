@@ -125,6 +125,7 @@ def _build(log_dir: Path, models_dir: Path, config, explore_key: str, out: Path,
     from robot_app.map_build import build_map
 
     key = _digest({"explore": explore_key, "mapping": dataclasses.asdict(config.mapping),
+                   "clip_crops": config.camera.clip_crops,
                    "models": [_sidecar_text(models_dir, f) for f in ("vnm.onnx", "clip-image.onnx", "clip-text.onnx")]})
     path, meta = out / "map.sqlite", out / "map.json"
     if path.is_file() and meta.is_file():
@@ -139,11 +140,11 @@ def _build(log_dir: Path, models_dir: Path, config, explore_key: str, out: Path,
 
 
 def _eval_config(config, models_dir: Path, alpha: float | None = None):
-    """The config with the models folder set, plain camera views (the sim camera is a pinhole) and,
-    when given, the planner's alpha."""
+    """The config with the models folder set, no fisheye rectification (the sim camera is a pinhole; the
+    ``[camera] clip_crops`` setting is kept) and, when given, the planner's alpha."""
     planner = config.planner if alpha is None else dataclasses.replace(config.planner, alpha=float(alpha))
     return dataclasses.replace(config, paths=dataclasses.replace(config.paths, models_dir=str(models_dir)),
-                               camera=dataclasses.replace(config.camera, fisheye_k=[], fisheye_d=[], clip_crops=1),
+                               camera=dataclasses.replace(config.camera, fisheye_k=[], fisheye_d=[]),
                                planner=planner)
 
 
