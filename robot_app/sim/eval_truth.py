@@ -10,9 +10,10 @@ simulation, not the noisy GPS), is
 
 These rules play the part of LM-Nav's human labels (Shah et al., CoRL 2022, Sec. 5: a plan succeeds
 when it visits each landmark, in order, at a node where the landmark is). The distances are set for
-the sim camera (90 degree field of view, 160 x 120 frames): a small object of the catalogue (cone,
-hydrant, sign, bench) is a few pixels tall beyond ~15 m; the large ones (:data:`LARGE_OBJECTS`: trees,
-trucks, trailers, lamps, dumpsters) count from ``large_object_view_m``. Node true poses come from the exploration log's odometry, which the simulated
+the sim camera (90 degree field of view, 160 x 120 frames, focal length 80 px): an object counts from
+``object_view_per_size`` times its largest dimension (about 10 px on the frame), at least
+``object_view_m`` and at most ``object_view_max_m`` (a hydrant from 15 m, a stop sign from 20 m, a
+truck, trailer, tree or lamp from 30 m). Node true poses come from the exploration log's odometry, which the simulated
 recorder writes from the world plant's true state (:func:`robot_app.sim.explore.record_exploration`).
 """
 
@@ -24,12 +25,9 @@ from typing import Sequence
 
 import numpy as np
 
-from robot_app.sim.world import World
+from robot_app.sim.world import CATALOGUE, World
 
-#: Catalogue categories at least ~2 m tall or ~5 m long (robot_app.sim.world.CATALOGUE sizes).
-LARGE_OBJECTS = frozenset({"tree", "white truck", "trailer", "street lamp", "blue dumpster"})
-
-__all__ = ["LARGE_OBJECTS", "TruthParams", "node_true_poses", "landmark_nodes", "truth_node_sets"]
+__all__ = ["object_size_m", "TruthParams", "node_true_poses", "landmark_nodes", "truth_node_sets"]
 
 
 @dataclass(frozen=True)
@@ -38,11 +36,36 @@ class TruthParams:
 
     object_near_m: float = 7.0
     object_view_m: float = 15.0
-    large_object_view_m: float = 20.0
+    object_view_per_size: float = 8.0
+    object_view_max_m: float = 30.0
     building_near_m: float = 10.0
     building_view_m: float = 30.0
     hfov_deg: float = 90.0
     sight_step_m: float = 1.0
+
+
+def object_size_m(category: str) -> float:
+    """Largest dimension (m) of a catalogue object: its height or its horizontal extent (parts' boxes,
+    cylinders and spheres from :data:`robot_app.sim.world.CATALOGUE`).
+
+    Raises
+    ------
+    KeyError
+        For a category that is not in the catalogue.
+    """
+    height = horizontal = 0.0
+    for part in CATALOGUE[category].parts:
+        x, y, z = part.offset
+        if part.shape == "box":
+            sx, sy, sz = part.size
+            height = max(height, z + sz / 2)
+            horizontal = max(horizontal, 2 * (abs(x) + sx / 2), 2 * (abs(y) + sy / 2))
+        else:
+            r = part.size[0]
+            h = part.size[1] if part.shape == "cylinder" else 2 * r
+            height = max(height, z + h / 2)
+            horizontal = max(horizontal, 2 * (math.hypot(x, y) + r))
+    return float(max(height, horizontal))
 
 
 def node_true_poses(node_t_s: np.ndarray, odom: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -131,7 +154,8 @@ def landmark_nodes(world: World, name: str, xy: np.ndarray, yaw: np.ndarray, *,
         if obj is None:
             raise KeyError(f"world {world.name!r} has no building or object {name!r}")
         pts = np.array([obj.at], dtype=np.float64)
-        view_m = params.large_object_view_m if obj.category in LARGE_OBJECTS else params.object_view_m
+        view_m = min(params.object_view_max_m,
+                     max(params.object_view_m, params.object_view_per_size * object_size_m(obj.category)))
         near = np.hypot(xy[:, 0] - obj.at[0], xy[:, 1] - obj.at[1]) <= params.object_near_m
     rel = pts[None, :, :] - xy[:, None, :]
     dist = np.linalg.norm(rel, axis=2)
