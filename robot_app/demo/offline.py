@@ -125,19 +125,23 @@ def plan(ctx) -> dict:
     return out
 
 
-def task_places(poses: np.ndarray, end: int, *, leg_m: float = 6.0) -> dict:
-    """Map nodes for the task job's places: ``depot`` at the walk's end node, then ``yard``, ``site-b``
-    and ``site-c`` about ``leg_m`` apart (less when the route ends sooner) further along the explored route
-    (node ids are in driving order), or back along it when fewer than 4 nodes follow the end.
+def task_places(poses: np.ndarray, end: int, *, leg_m: float = 8.0) -> dict:
+    """Map nodes for the task job's places: ``yard`` at the walk's end node (where the task starts),
+    ``site-b`` about ``leg_m`` further along the explored route (node ids are in driving order; back
+    along it when the route ends sooner), ``site-c`` another ``leg_m`` on, ``depot`` ``leg_m`` behind.
 
-    Returns ``{place: node}`` with 4 distinct nodes (the map must have at least 4).
+    Returns ``{place: node}``; the nodes differ when the map has at least 4.
     """
     n = len(poses)
-    order = np.arange(end, n) if n - end >= 4 else np.arange(end, -1, -1)
-    arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(poses[order, :2], axis=0), axis=1))])
-    picked = [int(order[0])]
-    for target in np.linspace(0.0, min(3 * leg_m, float(arc[-1])), 4)[1:]:
-        j = int(np.argmin(np.abs(arc - target)))
-        j = max(j, order.tolist().index(picked[-1]) + 1)  # distinct, in order
-        picked.append(int(order[min(j, len(order) - 1)]))
-    return dict(zip(("depot", "yard", "site-b", "site-c"), picked))
+
+    def along(order: np.ndarray, dist_m: float) -> int:
+        if len(order) < 2:
+            return int(order[0])
+        arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(poses[order, :2], axis=0), axis=1))])
+        return int(order[max(1, min(int(np.searchsorted(arc, dist_m)), len(order) - 1))])
+
+    ahead, behind = np.arange(end, n), np.arange(end, -1, -1)
+    if len(ahead) < 3:
+        ahead, behind = behind, ahead
+    return {"yard": int(end), "site-b": along(ahead, leg_m), "site-c": along(ahead, 2 * leg_m),
+            "depot": along(behind, leg_m)}
