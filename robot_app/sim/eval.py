@@ -357,10 +357,14 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
 
 
 def _targets(totals: dict) -> dict:
-    """Issue 10's targets: LM-Nav planning success >= 85 %, planning efficiency above max-likelihood."""
+    """Issue 10's targets: LM-Nav planning success >= 85 %, planning efficiency above max-likelihood's.
+
+    Efficiency is compared over all instructions with 0 for a failed plan (``efficiency_mean_all``):
+    the mean over successful plans is undefined for a planner without any.
+    """
     p = totals["planning"]
     lm, ml = p.get("lmnav", {}), p.get("max-likelihood", {})
     ok_rate = lm.get("success_rate")
-    e_lm, e_ml = lm.get("efficiency_mean"), ml.get("efficiency_mean")
+    e_lm, e_ml = lm.get("efficiency_mean_all"), ml.get("efficiency_mean_all")
     return {"lmnav_planning_success_at_least_0.85": bool(ok_rate is not None and ok_rate >= 0.85),
-            "lmnav_efficiency_above_max_likelihood": bool(e_lm is not None and (e_ml is None or e_lm > e_ml))}
+            "lmnav_efficiency_above_max_likelihood": bool(e_lm is not None and e_ml is not None and e_lm > e_ml)}
