@@ -35,6 +35,9 @@ def register(sub, groups) -> None:
                    help="landmark parser (default: [llm] landmark_parser)")
     p.add_argument("--alpha", type=float, default=None,
                    help="walk-length weight per VNM time step (default: [planner] alpha)")
+    p.add_argument("--node-spacing", type=float, default=1.0, metavar="M",
+                   help="map node spacing in metres driven ([mapping] min_travel_m for this map; default 1, as GNM's "
+                        "topological maps, so that consecutive nodes are a few VNM time steps apart)")
     p.add_argument("--grounding", choices=("vlm", "oracle"), default="vlm",
                    help="vlm: parse and ground with the sim VLM (default); oracle: a perfect category detector on "
                         "the truth's landmarks, every instance of a category alike (separates the search from "
@@ -63,6 +66,8 @@ def _eval_sim(args, config) -> int:
         raise UsageError(f"--limit {args.limit}: must be at least 1")
     if args.alpha is not None and not (args.alpha >= 0 and args.alpha < float("inf")):
         raise UsageError(f"--alpha {args.alpha}: must be a finite number >= 0")
+    if not 0.2 <= args.node_spacing <= 20.0:
+        raise UsageError(f"--node-spacing {args.node_spacing}: must be 0.2-20 m")
     if args.drive_time_limit is not None and not args.drive_time_limit > 0:
         raise UsageError(f"--drive-time-limit {args.drive_time_limit}: must be > 0 seconds")
     if args.models is not None and not args.models.is_dir():
@@ -75,7 +80,7 @@ def _eval_sim(args, config) -> int:
     settings = EvalSettings(world=args.world, out_dir=str(out),
                             instructions=str(args.instructions) if args.instructions else None,
                             models_dir=str(args.models) if args.models else None, seed=args.seed, parser=args.parser,
-                            grounding=args.grounding, alpha=args.alpha,
+                            grounding=args.grounding, alpha=args.alpha, node_spacing_m=args.node_spacing,
                             execute=not args.no_drive, limit=args.limit, progress=not args.json,
                             drive=DriveParams(time_limit_s=args.drive_time_limit))
     try:

@@ -64,6 +64,7 @@ class EvalSettings:
     parser: str | None = None
     grounding: str = "vlm"
     alpha: float | None = None
+    node_spacing_m: float | None = 1.0
     execute: bool = True
     limit: int | None = None
     progress: bool = False
@@ -139,10 +140,14 @@ def _build(log_dir: Path, models_dir: Path, config, explore_key: str, out: Path,
     return path, report, False
 
 
-def _eval_config(config, models_dir: Path, alpha: float | None = None):
+def _eval_config(config, models_dir: Path, alpha: float | None = None, node_spacing_m: float | None = None):
     """The config with the models folder set, no fisheye rectification (the sim camera is a pinhole; the
-    ``[camera] clip_crops`` setting is kept) and, when given, the planner's alpha."""
+    ``[camera] clip_crops`` setting is kept) and, when given, the planner's alpha and the map's node
+    spacing (``[mapping] min_travel_m``)."""
     planner = config.planner if alpha is None else dataclasses.replace(config.planner, alpha=float(alpha))
+    if node_spacing_m is not None:
+        config = dataclasses.replace(config, mapping=dataclasses.replace(config.mapping,
+                                                                         min_travel_m=float(node_spacing_m)))
     return dataclasses.replace(config, paths=dataclasses.replace(config.paths, models_dir=str(models_dir)),
                                camera=dataclasses.replace(config.camera, fisheye_k=[], fisheye_d=[]),
                                planner=planner)
@@ -321,7 +326,7 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
     if not (models_dir / config.models.clip_image_file).is_file():
         raise EvalError(f"{models_dir}: no CLIP-format model ({config.models.clip_image_file}); eval sim needs the "
                         "sim VLM (robot_app/data/models/sim) or --models DIR")
-    cfg = _eval_config(config, models_dir, settings.alpha)
+    cfg = _eval_config(config, models_dir, settings.alpha, settings.node_spacing_m)
     log_dir, explore_info, explore_cached = _explore(world, iset, settings, out)
     map_path, build_info, map_cached = _build(log_dir, models_dir, cfg, explore_info["key"], out, settings.progress)
     rows = []
@@ -341,6 +346,7 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
               "models": {"clip": ctx.clip.model_id, "vnm": getattr(ctx.vnm, "model_id", None)},
               "seed": settings.seed, "alpha": cfg.planner.alpha, "grounding": settings.grounding,
               "logit_scale": cfg.planner.logit_scale or ctx.clip.logit_scale, "normalise": cfg.planner.normalise,
+              "node_spacing_m": cfg.mapping.min_travel_m,
               "parser": settings.parser or cfg.llm.landmark_parser,
               "exploration": {**{k: v for k, v in explore_info.items() if k != "key"}, "cached": explore_cached},
               "map": {**build_info, "cached": map_cached},
