@@ -2,10 +2,10 @@
 
 Two drivers, as in LM-Nav's experiments (Shah et al., CoRL 2022, Sec. 5 and its GPS ablation):
 
-- ``vnm``: the visual navigation model follows the walk's node images with
-  :func:`robot_app.sim.vnm_follow.follow_walk` (the stepped navigator loop), one call per stretch
-  between interventions; where that module is absent, with the same loop here (GNM / ViNT deployment,
-  DESIGN.md "VNM contract"; the rules of :class:`robot_app.vnm_navigator.VnmNavigator`): at the
+- ``vnm``: the visual navigation model follows the walk's node images (GNM / ViNT deployment loop,
+  DESIGN.md "VNM contract"; the rules of :class:`robot_app.vnm_navigator.VnmNavigator`, stepped on the
+  simulation clock like :func:`robot_app.sim.vnm_follow.follow_walk`, with the operator's interventions
+  inside the loop): at the
   VNM's frame rate the rendered camera frame enters the context queue, the VNM scores the walk's nodes
   within ``window`` indices of the last localisation, the closest is the localisation, the next node
   becomes the subgoal once the closest is within ``close_steps``, and its waypoint goes through the PD
@@ -220,8 +220,6 @@ def drive_walk(world: World, walk_true_xy, *, mode: str, walk_gps_xy=None, vnm=N
     if truth.shape[0] == 1:
         res.reached, res.final_error_m, res.track_xy_m = True, 0.0, truth.copy()
         return res
-    if mode == "vnm" and _follow_walk() is not None:
-        return _drive_vnm_segments(world, truth, vnm, node_images, camera or {}, params, seed)
     plant = WorldPlant(world, start=(truth[0, 0], truth[0, 1], _heading_at(truth, 0)))
     renderer = None
     if mode == "gps":
@@ -295,68 +293,3 @@ def _loop(res: DriveResult, plant: WorldPlant, ctrl, truth: np.ndarray, params: 
         log.debug("%s drive: time limit %.0f s reached", res.mode, limit_s)
     res.sim_time_s = t
     res.track_xy_m = np.asarray(track, dtype=np.float64)
-
-
-def _follow_walk():
-    """:func:`robot_app.sim.vnm_follow.follow_walk` (the stepped VNM navigator loop), or None if absent."""
-    try:
-        from robot_app.sim.vnm_follow import follow_walk
-    except ImportError:
-        return None
-    return follow_walk
-
-
-_OUTCOME_KIND = {"collision": "collision", "lost": "lost", "stuck": "stuck"}
-
-
-def _drive_vnm_segments(world: World, truth: np.ndarray, vnm, node_images, camera: dict, params: DriveParams,
-                        seed: int) -> DriveResult:
-    """The VNM drive with :func:`robot_app.sim.vnm_follow.follow_walk`, one call per stretch between
-    interventions: a stretch ends when the follower reports a collision, lost or stuck, or (judged
-    afterwards on its true track) when the robot first left the walk by more than ``off_path_m``; the
-    operator then restarts it at the node after the one it had reached."""
-    follow_walk = _follow_walk()
-    res = DriveResult("vnm")
-    k = truth.shape[0]
-    seg = np.linalg.norm(np.diff(truth, axis=0), axis=1)
-    limit_s = params.time_limit_s or 2.0 * float(seg.sum()) / params.max_v_mps + 60.0
-    start, tracks = 0, []
-    period = 1.0 / params.control_hz
-    while res.sim_time_s < limit_s:
-        pose = (truth[start, 0], truth[start, 1], _heading_at(truth, start))
-        r = follow_walk(world, vnm, list(node_images[start:]), start_pose=pose, max_v_mps=params.max_v_mps,
-                        max_omega_radps=params.max_omega_radps, window=params.window, close_steps=params.close_steps,
-                        waypoint_index=params.waypoint_index, max_lost_steps=params.max_lost_steps,
-                        timeout_s=limit_s - res.sim_time_s, seed=seed + start, **camera)
-        traj = r.trajectory_xy_m
-        off = [j for j in range(len(traj)) if polyline_distance(truth, traj[j, 0], traj[j, 1]) > params.off_path_m]
-        kind = None
-        if off:
-            traj, kind = traj[: off[0] + 1], "off_path"
-            res.sim_time_s += off[0] * period
-        else:
-            res.sim_time_s += r.sim_time_s
-            kind = None if r.reached else _OUTCOME_KIND.get(r.outcome, "stuck")
-            if kind == "stuck" and res.sim_time_s >= limit_s - period:  # the drive's time is up: no intervention
-                tracks.append(traj)
-                res.final_error_m = float(math.hypot(traj[-1, 0] - truth[-1, 0], traj[-1, 1] - truth[-1, 1]))
-                break
-        tracks.append(traj)
-        if len(traj) > 1:
-            res.driven_m += float(np.linalg.norm(np.diff(traj, axis=0), axis=1).sum())
-        end = traj[-1]
-        if kind is None:
-            res.final_error_m = float(math.hypot(end[0] - truth[-1, 0], end[1] - truth[-1, 1]))
-            res.reached = res.final_error_m <= params.goal_radius_m
-            break
-        res.disengagements[kind] += 1
-        if res.total_disengagements >= params.max_disengagements:
-            res.abandoned = True
-            break
-        reached_idx = start + int(np.argmin(np.hypot(truth[start:, 0] - end[0], truth[start:, 1] - end[1])))
-        start = min(max(reached_idx, start) + 1, k - 1)
-        if start == k - 1:  # put back at the last node: the walk is done
-            res.final_error_m, res.reached = 0.0, True
-            break
-    res.track_xy_m = np.concatenate(tracks) if tracks else truth[:1].copy()
-    return res
