@@ -8,6 +8,8 @@ smallest predicted temporal distance is the localisation; when that distance is 
 deploys waypoint 2 of 5), scaled to metres by ``max_v / frame_rate``, goes through the PD rule
 (:func:`core.control.waypoint_to_velocity`) to (v, omega) within the limits, which the control loop
 forwards at 50 Hz. ONNX inference runs in a worker thread, so the event loop never waits for it.
+The goal is reached when the localisation is the walk's last node (GNM deployment: closest node ==
+goal node; ``goal_close=True`` also asks for a distance below ``close_steps``).
 Lost (every distance above ``lost_steps`` for ``max_lost_steps`` steps), a missing camera frame, or
 the goal reached end the run; the robot is always stopped when :meth:`VnmNavigator.follow` returns.
 """
@@ -39,8 +41,9 @@ class VnmNavigator:
 
     def __init__(self, app, vnm, *, window: int = 4, close_steps: float = 3.0, lost_steps: float | None = None,
                  waypoint_index: int = 2, max_v_mps: float | None = None, max_lost_steps: int = 12,
-                 timeout_s: float = 600.0):
+                 timeout_s: float = 600.0, goal_close: bool = False):
         self.app = app
+        self.goal_close = goal_close
         self.vnm = vnm
         self.window = window
         self.close_steps = close_steps
@@ -100,7 +103,7 @@ class VnmNavigator:
                     continue
                 lost = 0
                 idx = lo + j
-                if idx == len(node_jpegs) - 1 and best_d < self.close_steps:
+                if idx == len(node_jpegs) - 1 and (best_d < self.close_steps or not self.goal_close):
                     outcome = "reached"
                     break
                 # the next node as subgoal once close, if the window scored it (else next step's window will)

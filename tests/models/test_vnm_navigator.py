@@ -47,7 +47,7 @@ def test_vnm_loop_runs_within_limits_and_stops(tmp_path, vnm_export):
                 vnm = app.vnm_model()
                 assert vnm is not None and app.vnm_model() is vnm
                 # random weights: force stepping (never lost, never close) and end by the time limit
-                nav = VnmNavigator(app, vnm, lost_steps=1e9, close_steps=-1.0, timeout_s=4.0)
+                nav = VnmNavigator(app, vnm, lost_steps=1e9, close_steps=-1.0, timeout_s=4.0, goal_close=True)
                 report = await nav.follow(jpegs)
                 await asyncio.sleep(0.4)
                 after = sim.plant.state()
