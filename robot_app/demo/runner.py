@@ -22,6 +22,8 @@ from typing import Any, Callable
 log = logging.getLogger(__name__)
 
 DEMO_NODE_SPACING_M = 1.0
+DEMO_VNM_RADIUS_M = 6.0
+DEMO_TAU_STEPS = 10.0
 STAGES = ("explore", "map", "plan", "drive", "task", "report")
 TITLES = {"explore": "scripted exploration, recording", "map": "building the map (VNM edges, VLM embeddings)",
           "plan": "instruction -> landmarks -> grounding -> walk",
@@ -207,7 +209,10 @@ def context_for(*, world: str, instruction: str | None, out: str | Path, seed: i
         sim=dataclasses.replace(config.sim, world=str(w.source), seed=seed),
         # a node per metre: a few VNM steps apart, as in GNM's topological maps (the navigator advances
         # its subgoal within [close_steps] of a node)
-        mapping=dataclasses.replace(config.mapping, min_travel_m=DEMO_NODE_SPACING_M, min_dt_s=0.5))
+        mapping=dataclasses.replace(config.mapping, min_travel_m=DEMO_NODE_SPACING_M, min_dt_s=0.5,
+                                    # VNM edges only between nodes a few metres apart: the stand-in VNM's
+                                    # distances beyond ~10 steps are too rough to join far nodes
+                                    candidate_radius_m=DEMO_VNM_RADIUS_M, tau_steps=DEMO_TAU_STEPS))
     return DemoContext(world=w, scenario=sc, config=cfg, out=Path(out), models_dir=models_dir, seed=seed, quick=quick,
                        progress_bars=progress_bars)
 
