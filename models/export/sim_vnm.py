@@ -10,17 +10,23 @@ first -> ``dist`` (B, 1) temporal distance in time steps at 4 Hz and ``waypoints
 cumulative (x, y) in normalised units (metres = value * max_v / frame_rate) and (cos, sin) of the
 heading, robot frame of the newest frame (REP-103: x forward, y left).
 
-Architecture (GNM's split, Shah et al. ICRA 2023 Sec. IV-B, scaled down for a CPU):
+Architecture (GNM's observation / goal split, Shah et al. ICRA 2023 Sec. IV-B, scaled down for a CPU):
 
-- observation branch: the ``context + 1`` frames on channels (18) -> 4 stride-2 3x3 conv + BN + ReLU
-  stages (16, 24, 32, 48 channels) -> average pool to 2 x 3 cells (keeps left/right layout) -> Linear 128;
-- goal branch (early fusion, once per goal): the newest frame and the goal frame (6 channels) ->
-  4 stride-2 stages (24, 32, 48, 64) -> pool 2 x 3 -> Linear 128;
-- head: concat 256 -> Linear 128 + ReLU -> ``dist`` (1) and ``len_traj_pred`` x 4 values; (x, y)
-  steps are accumulated into waypoints (cumulative sum) and (cos, sin) normalised to unit length,
-  as GNM's action head does.
+- observation branch (once per step): the ``context + 1`` frames on channels (18) -> 4 stride-2 3x3
+  conv + BN + ReLU stages (16, 24, 32, 48 channels) -> average pool to 2 x 3 cells (keeps the
+  left/right layout) -> Linear 128; and the newest frame alone through the frame encoder
+  (3 stride-2 stages, 24, 32, 48 channels -> a 48 x 8 x 11 feature map);
+- goal branch (once per goal): the goal frame through the same frame encoder, then fusion of the two
+  feature maps (concatenated with their product, 144 channels) by a stride-2 and a stride-1 3x3 stage
+  (64, 64) -> pool 2 x 3 -> Linear 128. Fusing mid-level features rather than pixels (GNM's early
+  fusion) tolerates the sideways offsets between the robot's drive and the drive a map node came from;
+- heads: ``dist`` from the goal encoding alone (Linear 64 + ReLU -> 1), so the distance compares
+  places and does not depend on how the robot moved before (standing still while the context fills,
+  another speed); waypoints from the concatenated observation and goal encodings (Linear 128 + ReLU ->
+  ``len_traj_pred`` x 4): (x, y) steps accumulated into waypoints (cumulative sum) and (cos, sin)
+  normalised to unit length, as GNM's action head does.
 
-About 0.2 M parameters (~0.8 MB of float32 ONNX); one step against 9 goals costs a few ms on one CPU
+About 0.25 M parameters (~1 MB of float32 ONNX); one step against 9 goals costs a few ms on one CPU
 core.
 """
 
@@ -77,7 +83,7 @@ def build_sim_vnm(*, context_size: int = 5, len_traj_pred: int = 5, obs_widths: 
                                         nn.AdaptiveAvgPool2d(POOL_HW), nn.Flatten())
             self.goal_fc = nn.Sequential(nn.Linear(fusion_widths[-1] * cells, encoding), nn.ReLU())
             self.head = nn.Sequential(nn.Linear(2 * encoding, encoding), nn.ReLU())
-            self.dist_out = nn.Linear(encoding, 1)
+            self.dist_out = nn.Sequential(nn.Linear(encoding, encoding // 2), nn.ReLU(), nn.Linear(encoding // 2, 1))
             self.action_out = nn.Linear(encoding, len_traj_pred * 4)
 
         def encode_obs(self, obs):
@@ -87,10 +93,11 @@ def build_sim_vnm(*, context_size: int = 5, len_traj_pred: int = 5, obs_widths: 
         def heads(self, obs_enc, current_map, goal):
             g = self.frame_encoder(goal)
             fused = self.fusion(torch.cat([current_map, g, current_map * g], dim=1))
-            z = self.head(torch.cat([obs_enc, self.goal_fc(fused)], dim=1))
+            g_enc = self.goal_fc(fused)
+            z = self.head(torch.cat([obs_enc, g_enc], dim=1))
             a = self.action_out(z).reshape(z.shape[0], self.len_traj_pred, 4)
             xy = torch.cumsum(a[:, :, :2], dim=1)
-            return self.dist_out(z), torch.cat([xy, F.normalize(a[:, :, 2:], dim=-1)], dim=-1)
+            return self.dist_out(g_enc), torch.cat([xy, F.normalize(a[:, :, 2:], dim=-1)], dim=-1)
 
         def forward(self, obs, goal):
             enc, cur = self.encode_obs(obs)

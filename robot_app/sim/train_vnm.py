@@ -16,7 +16,7 @@ Data (ViNG, Shah et al. ICRA 2021 Sec. IV; GNM, Shah et al. ICRA 2023 Sec. IV-A)
   drive of the same place, as map nodes do when the robot navigates. Goals that A does not reach within
   the window are negatives (ViNG's negative mining: other drives, far future, the past, random
   frames and frames within 25 m, the map builder's candidate radius) with the label
-  :data:`NEGATIVE_FACTOR` x the trained range, so they sit above the map builder's edge threshold
+  :data:`NEGATIVE_FACTOR` (1.5) x the trained range, so they sit above the map builder's edge threshold
   (75 % of the range) and above the navigator's "lost" level (the range).
 - Waypoints: drive A's next ``len_traj_pred`` poses in the robot frame of frame i (REP-103), divided
   by the metres per frame at the nominal speed (GNM's normalisation by max_v / frame rate), plus
@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 
 FRAME_RATE_HZ = 4.0        # GNM's frame rate (DESIGN.md VNM contract)
 DIST_MAX_STEPS = 20.0      # GNM's trained distance range 0-20 steps (gnm.yaml)
-NEGATIVE_FACTOR = 1.25     # negatives are labelled 1.25 x the range
+NEGATIVE_FACTOR = 1.5      # negatives are labelled 1.5 x the range
 NOMINAL_SPEED_MPS = 1.0    # training drive speed: waypoint unit = NOMINAL_SPEED_MPS / FRAME_RATE_HZ metres
 CONTEXT_SIZE, LEN_TRAJ_PRED = 5, 5
 MATCH_ALONG_M, MATCH_LATERAL_M, MATCH_YAW_RAD = 0.4, 1.5, 0.35  # "the same place" (see _Frames.labels)
@@ -186,13 +186,14 @@ def _offset_route(plan: RoutePlan, rng: np.random.Generator, max_offset_m: float
 def simulate_drive(world: World, plan: RoutePlan, renderer, rng: np.random.Generator, *,
                    speed_mps: float = NOMINAL_SPEED_MPS, max_offset_m: float = 0.8, yaw_error_rad: float = 0.3,
                    disturb_prob: float = 0.04, frame_index0: int = 0, resize: bool = True,
-                   frame_rate_hz: float = FRAME_RATE_HZ) -> Drive:
+                   frame_rate_hz: float = FRAME_RATE_HZ, start_wait: bool = True) -> Drive:
     """Drive ``plan`` on the simulation clock and render a frame every 1 / ``frame_rate_hz`` s.
 
     Pure pursuit (lookahead 1.5 x speed, at least 1.5 m) follows the offset route through a
     :class:`WorldPlant` (Jackal kinematics, collisions); the drive starts on the route's first point
     with a heading error up to ``yaw_error_rad``; with probability ``disturb_prob`` per frame a
-    yaw-rate disturbance of 0.5-0.9 rad/s acts for 0.5-1 s. The drive ends at the route's end, at a
+    yaw-rate disturbance of 0.5-0.9 rad/s acts for 0.5-1 s. With ``start_wait`` the robot first stands
+    still for 0-9 frames, as a navigator does while its context queue fills. The drive ends at the route's end, at a
     collision or after twice the nominal time. ``renderer`` is a :class:`WorldRenderer`; frame ``j``
     uses noise index ``frame_index0 + j``. ``resize`` stores frames at the VNM input size (85 x 64,
     Pillow bicubic) instead of the render size.
@@ -215,7 +216,8 @@ def simulate_drive(world: World, plan: RoutePlan, renderer, rng: np.random.Gener
     frames, poses, dist_flags = [], [], []
     burst, burst_w, disturbed = 0, 0.0, False
     collided = False
-    for j in range(max_frames):
+    wait = int(rng.integers(0, 2 * CONTEXT_SIZE)) if start_wait else 0  # stands still first, as a navigator does
+    for j in range(max_frames + wait):
         st = plant.state()
         img = renderer.render(st.x_m, st.y_m, st.yaw_rad, index=frame_index0 + j)
         if resize:
@@ -225,6 +227,9 @@ def simulate_drive(world: World, plan: RoutePlan, renderer, rng: np.random.Gener
         dist_flags.append(disturbed)
         if pp.remaining_m() < 0.3 and math.hypot(st.x_m - route[-1, 0], st.y_m - route[-1, 1]) < 0.8:
             break
+        if j < wait:
+            plant.step(0.0, 0.0, 1.0 / frame_rate_hz)
+            continue
         if burst == 0 and rng.random() < disturb_prob:
             burst = int(rng.integers(2, 5))
             burst_w = float(rng.choice([-1.0, 1.0]) * rng.uniform(0.5, 0.9))
@@ -325,12 +330,13 @@ class _Frames:
         return label, weight, pos
 
     def sample_goals(self, rng: np.random.Generator, anchors: np.ndarray, per_anchor: int,
-                     kinds_p=(0.1, 0.45, 0.15, 0.15, 0.05, 0.1)) -> np.ndarray:
+                     kinds_p=(0.0, 0.55, 0.15, 0.15, 0.05, 0.1)) -> np.ndarray:
         """Goal frames for each anchor (repeated ``per_anchor`` times), by kind: the same drive ahead,
         another drive at a pose ahead, another drive at a pose 3-24 frames behind, a frame within
         2-25 m, the same drive's past / far future, a random frame. Frames of the anchor's own drive
-        are nearly pixel-identical near the anchor, so most goals come from other drives, as map
-        nodes do when the robot navigates."""
+        are nearly pixel-identical near the anchor (a network learns "identical = 0" from them and little
+        else), so by default positives come from other drives, as map nodes do when the robot
+        navigates; the same drive stands in where no other drive passed."""
         a = np.repeat(anchors, per_anchor)
         n, m, dmax = a.size, len(self), int(self.dmax)
         kind = rng.choice(len(kinds_p), n, p=np.asarray(kinds_p) / np.sum(kinds_p))
@@ -386,8 +392,8 @@ class _Plan:
     eval_stride: int
 
 
-_FULL = _Plan(train_drives_per_world=12, train_repeats=3, train_route_m=90.0, heldout_routes_per_world=2, heldout_route_m=60.0,
-              epochs=3, goals_per_anchor=4, batch_anchors=32, lr=2e-3, eval_stride=3)
+_FULL = _Plan(train_drives_per_world=12, train_repeats=3, train_route_m=90.0, heldout_routes_per_world=2,
+              heldout_route_m=60.0, epochs=4, goals_per_anchor=4, batch_anchors=32, lr=2e-3, eval_stride=3)
 _QUICK = _Plan(train_drives_per_world=2, train_repeats=2, train_route_m=25.0, heldout_routes_per_world=1, heldout_route_m=20.0,
                epochs=1, goals_per_anchor=4, batch_anchors=32, lr=2e-3, eval_stride=4)
 
@@ -397,6 +403,8 @@ def _render_drives(worlds: list, plan: _Plan, *, seed: int, heldout: bool, progr
     from tqdm import tqdm
 
     from robot_app.sim.render import WorldRenderer
+
+    tqdm.monitor_interval = 0  # no monitor thread: nothing outlives the job
 
     rng = np.random.default_rng([seed, 1 if heldout else 0])
     out = []
@@ -428,19 +436,26 @@ def _train(data: _Frames, plan: _Plan, *, seed: int, progress: bool):
 
     from models.export.sim_vnm import build_sim_vnm
 
+    tqdm.monitor_interval = 0
     torch.manual_seed(seed)
     rng = np.random.default_rng([seed, 2])
     net = build_sim_vnm(context_size=CONTEXT_SIZE, len_traj_pred=LEN_TRAJ_PRED)
     opt = torch.optim.AdamW(net.parameters(), lr=plan.lr, weight_decay=1e-4)
-    per_epoch = int(math.ceil(len(data) / plan.batch_anchors))
+    # anchors before a turn (heading changes > 0.4 rad within 3 s) are three times as frequent: junctions are
+    # where the goal decides the way and where a follower is most easily lost
+    ahead = np.minimum(np.arange(len(data)) + 12, data.end - 1)
+    turning = np.flatnonzero(np.abs(_wrap(data.pose[ahead, 2] - data.pose[:, 2])) > 0.4)
+    pool = np.concatenate([np.arange(len(data)), turning, turning])
+    per_epoch = int(math.ceil(len(pool) / plan.batch_anchors))
     total = per_epoch * plan.epochs
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=plan.lr, total_steps=total, pct_start=0.1)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=plan.lr, total_steps=max(total, 4),
+                                                pct_start=max(0.1, 3.0 / max(total, 4)))
     wp_all, wp_ok_all = torch.from_numpy(data.wp), torch.from_numpy(data.wp_ok)
     net.train()
     history = []
     with tqdm(total=total, desc="training sim VNM", unit="batch", disable=not progress, leave=False) as bar:
         for _epoch in range(plan.epochs):
-            order = rng.permutation(len(data))
+            order = rng.permutation(pool)
             run = []
             for b in range(per_epoch):
                 anchors = order[b * plan.batch_anchors:(b + 1) * plan.batch_anchors]
@@ -469,6 +484,44 @@ def _train(data: _Frames, plan: _Plan, *, seed: int, progress: bool):
             history.append(float(np.mean(run)) if run else float("nan"))
     net.eval()
     return net, history
+
+
+def calibrate_distance(net, data: _Frames, *, seed: int, anchors: int = 1500) -> dict:
+    """Rescale the distance output so that its medians at 0-2 and 18-20 true steps land on 1 and 19.
+
+    The network compresses its distances towards the middle of the range (a goal at the robot's own
+    place from another drive reads ~9 steps, one 20 steps ahead ~15), which would make the navigator's
+    "close" (3 steps) and the map builder's edge threshold (15) meaningless. An affine map fitted on
+    TRAINING pairs from other drives (median matching, monotone, so rankings and localisation do not
+    change) is folded into the last distance layer. Held-out figures are measured after it.
+
+    Returns ``{"scale", "offset", "pairs"}`` (calibrated = scale * raw + offset).
+    """
+    import torch
+
+    rng = np.random.default_rng([seed, 4])
+    a = rng.choice(len(data), size=min(anchors, len(data)), replace=False)
+    g = data.sample_goals(rng, a, 4, kinds_p=(0.0, 1.0, 0.0, 0.0, 0.0, 0.0))
+    aa = np.repeat(a, 4)
+    label, _, pos = data.labels(aa, g)
+    preds = []
+    with torch.no_grad():
+        for s in range(0, len(a), 64):
+            enc, cur = (x.repeat_interleave(4, 0) for x in net.encode_obs(data.obs(a[s:s + 64])))
+            preds.append(net.heads(enc, cur, data.images(g[s * 4:(s + 64) * 4]))[0][:, 0].numpy())
+    raw = np.concatenate(preds)
+    lo, hi = raw[pos & (label <= 2)], raw[pos & (label >= data.dmax - 2)]
+    if lo.size < 10 or hi.size < 10 or np.median(hi) - np.median(lo) < 1e-3:
+        log.warning("distance calibration: too few pairs (%d, %d) or no spread; left as trained", lo.size, hi.size)
+        return {"scale": 1.0, "offset": 0.0, "pairs": int(pos.sum())}
+    scale = float(np.clip((data.dmax - 2.0) / (np.median(hi) - np.median(lo)), 1.0, 5.0))
+    offset = float(1.0 - scale * np.median(lo))
+    last = net.dist_out[-1]
+    with torch.no_grad():
+        last.weight.mul_(scale)
+        last.bias.mul_(scale).add_(offset)
+    log.info("distance calibration: calibrated = %.3f * raw %+.3f (from %d training pairs)", scale, offset, int(pos.sum()))
+    return {"scale": scale, "offset": offset, "pairs": int(pos.sum())}
 
 
 def evaluate_vnm(vnm, drives: Sequence[Drive], *, tau_steps: float | None = None, stride: int = 3,
@@ -626,6 +679,7 @@ def train_sim_vnm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
         timing["render"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         net, history = _train(train, plan, seed=seed, progress=progress)
+        calibration = calibrate_distance(net, train, seed=seed)
         timing["train"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         hf = _Frames(held, dmax=DIST_MAX_STEPS)
@@ -637,7 +691,8 @@ def train_sim_vnm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
                   "dist_min_steps": 0.0, "dist_max_steps": DIST_MAX_STEPS,
                   "negative_label_steps": NEGATIVE_FACTOR * DIST_MAX_STEPS,
                   "trained_speed_mps": NOMINAL_SPEED_MPS, "trained_worlds": [w.name for w in worlds],
-                  "trained_frames": int(len(train)), "seed": int(seed), "quick": bool(quick)}
+                  "trained_frames": int(len(train)), "seed": int(seed), "quick": bool(quick),
+                  "dist_calibration": {**calibration, "fitted_on": "training drives, goals from other drives"}}
         out = Path(out_dir)
         exp = export_sim_vnm(net, out, obs=ref_obs, goals=ref_goals, params=params,
                              weights=f"sim-trained: robot_app.sim.train_vnm on {'+'.join(w.name for w in worlds)}, "
@@ -652,7 +707,7 @@ def train_sim_vnm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
     timing["total"] = time.perf_counter() - t_start
     report = {"model": "sim-vnm-cnn (sim-only stand-in)", "worlds": [w.name for w in worlds], "seed": seed,
               "quick": quick, **quality, "train_frames": int(len(train)), "train_drives": int(train.drive.max() + 1),
-              "epochs": plan.epochs, "loss_history": history, "parity_max_abs": exp["parity_max_abs"],
+              "epochs": plan.epochs, "loss_history": history, "dist_calibration": calibration, "parity_max_abs": exp["parity_max_abs"],
               "parameters": int(sum(p.numel() for p in net.parameters())),
               "onnx_bytes": int((out / "vnm.onnx").stat().st_size), "timing_s": timing,
               "torch_threads": int(threads)}
@@ -662,3 +717,29 @@ def train_sim_vnm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
              quality["dist_mae_steps"], quality["localisation_acc"], quality["localisation_chance"],
              quality["negative_rejection"], timing["total"])
     return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m robot_app.sim.train_vnm OUT_DIR [--world W ...] [--seed N] [--quick]``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m robot_app.sim.train_vnm",
+                                 description="train the SIM-ONLY stand-in VNM on simulated drives and export it")
+    ap.add_argument("out_dir", help="folder for vnm.onnx, its sidecar, vnm-reference.npz, sim-vnm-quality.json")
+    ap.add_argument("--world", action="append", help="shipped world name or world file (repeatable; "
+                                                     "default campus and industrial)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="tiny data, one epoch (smoke test)")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: 1 on a busy machine)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    rep = train_sim_vnm(args.world or ["campus", "industrial"], args.out_dir, seed=args.seed, quick=args.quick,
+                        threads=args.threads)
+    keys = ("dist_mae_steps", "dist_mae_cross_steps", "negative_rejection", "localisation_acc",
+            "localisation_chance", "waypoint_err_m", "predict_ms_9_goals")
+    print(json.dumps({k: rep[k] for k in keys} | {"timing_s": rep["timing_s"]}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - command line
+    raise SystemExit(main())

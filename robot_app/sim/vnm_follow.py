@@ -105,7 +105,7 @@ def route_nodes(world: World | str, route, *, spacing_m: float = 3.0, seed: int 
     with WorldRenderer(w, width=width, height=height, hfov_deg=hfov_deg, camera_height_m=camera_height_m,
                        seed=seed) as ren:
         d = simulate_drive(w, plan, ren, np.random.default_rng(seed), speed_mps=speed_mps, max_offset_m=0.0,
-                           yaw_error_rad=0.0, disturb_prob=0.0, resize=False)
+                           yaw_error_rad=0.0, disturb_prob=0.0, resize=False, start_wait=False)
     if d.collided:
         raise ValueError(f"route {route!r}: the centreline drive collided")
     travel = np.concatenate([[0.0], np.cumsum(np.hypot(*np.diff(d.pose[:, :2], axis=0).T))])
