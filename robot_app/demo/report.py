@@ -71,7 +71,9 @@ def _jsonable(v):
 def write_report(ctx, records: dict, t0: float) -> dict:
     """Write the three files; returns their paths (the report stage's record)."""
     png = plot_report(ctx, records, ctx.out / "report.png")
-    summ = summary(ctx, records, t0)
+    # the page is this stage's output: it reports the other stages (the JSON is written again afterwards
+    # with this stage's own record)
+    summ = summary(ctx, {**records, "report": {"ok": True, "wall_s": None}}, t0)
     page = ctx.out / "report.html"
     page.write_text(render_html(ctx, summ, records, png), encoding="utf-8")
     js = write_json(ctx, summ, records)

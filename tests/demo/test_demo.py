@@ -170,14 +170,14 @@ def test_report_writer_writes_json_png_and_a_self_contained_page(tmp_path):
     out = write_report(ctx, records, t0=0.0)
     assert [Path(f).name for f in out["files"]] == ["report.json", "report.png", "report.html"]
     doc = json.loads((tmp_path / "report.json").read_text())
-    s = doc["summary"]
-    assert s["success"] is False and s["failed_stage"]["stage"] == "report"  # the report stage has not ended yet
+    assert doc["summary"]["success"] and doc["summary"]["failed_stage"] is None  # the page reports the others
     records["report"] = {"ok": True, "wall_s": 0.1}
     s = summary(ctx, records, 0.0)
     assert s["success"] and s["planning_success"] and s["efficiency"] == 0.8 and s["disengagements"] == 1
     assert {"success", "planning_success", "efficiency", "disengagements", "lasp_success", "report"} <= set(s)
     assert (tmp_path / "report.png").read_bytes()[:4] == b"\x89PNG"
     page = (tmp_path / "report.html").read_text()
+    assert "FAILED" not in page and "success" in page
     assert "data:image/png;base64," in page and "data:image/jpeg;base64," in page
     assert "a &lt;closed&gt; gate" in page.replace("&quot;", '"') or "&lt;closed&gt;" in page
     assert "src=\"http" not in page  # self-contained: nothing fetched
