@@ -165,10 +165,16 @@ def run_demo(ctx: DemoContext, *, announce: Callable[[str], None] = _stderr) -> 
     else:
         st.skip("plan", "needs the map")
     if ok:
-        asyncio.run(onboard.run_onboard(ctx, st))
+        reason = "the onboard app did not come up"
+        try:
+            asyncio.run(onboard.run_onboard(ctx, st))
+        except Exception as exc:  # noqa: BLE001 - the app did not start or stop cleanly: the report says so
+            log.exception("onboard app")
+            reason = f"the onboard app: {exc}"
+            announce(f"      onboard app FAILED: {exc}")
         for name in ("drive", "task"):
             if name not in st.records:
-                st.records[name] = {"ok": False, "wall_s": 0.0, "reason": "the onboard app did not come up"}
+                st.records[name] = {"ok": False, "wall_s": 0.0, "reason": reason}
     else:
         st.skip("drive", "needs a plan")
         st.skip("task", "needs the map")
