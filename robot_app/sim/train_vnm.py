@@ -486,44 +486,6 @@ def _train(data: _Frames, plan: _Plan, *, seed: int, progress: bool):
     return net, history
 
 
-def calibrate_distance(net, data: _Frames, *, seed: int, anchors: int = 1500) -> dict:
-    """Rescale the distance output so that its medians at 0-2 and 18-20 true steps land on 1 and 19.
-
-    The network compresses its distances towards the middle of the range (a goal at the robot's own
-    place from another drive reads ~9 steps, one 20 steps ahead ~15), which would make the navigator's
-    "close" (3 steps) and the map builder's edge threshold (15) meaningless. An affine map fitted on
-    TRAINING pairs from other drives (median matching, monotone, so rankings and localisation do not
-    change) is folded into the last distance layer. Held-out figures are measured after it.
-
-    Returns ``{"scale", "offset", "pairs"}`` (calibrated = scale * raw + offset).
-    """
-    import torch
-
-    rng = np.random.default_rng([seed, 4])
-    a = rng.choice(len(data), size=min(anchors, len(data)), replace=False)
-    g = data.sample_goals(rng, a, 4, kinds_p=(0.0, 1.0, 0.0, 0.0, 0.0, 0.0))
-    aa = np.repeat(a, 4)
-    label, _, pos = data.labels(aa, g)
-    preds = []
-    with torch.no_grad():
-        for s in range(0, len(a), 64):
-            enc, cur = (x.repeat_interleave(4, 0) for x in net.encode_obs(data.obs(a[s:s + 64])))
-            preds.append(net.heads(enc, cur, data.images(g[s * 4:(s + 64) * 4]))[0][:, 0].numpy())
-    raw = np.concatenate(preds)
-    lo, hi = raw[pos & (label <= 2)], raw[pos & (label >= data.dmax - 2)]
-    if lo.size < 10 or hi.size < 10 or np.median(hi) - np.median(lo) < 1e-3:
-        log.warning("distance calibration: too few pairs (%d, %d) or no spread; left as trained", lo.size, hi.size)
-        return {"scale": 1.0, "offset": 0.0, "pairs": int(pos.sum())}
-    scale = float(np.clip((data.dmax - 2.0) / (np.median(hi) - np.median(lo)), 1.0, 5.0))
-    offset = float(1.0 - scale * np.median(lo))
-    last = net.dist_out[-1]
-    with torch.no_grad():
-        last.weight.mul_(scale)
-        last.bias.mul_(scale).add_(offset)
-    log.info("distance calibration: calibrated = %.3f * raw %+.3f (from %d training pairs)", scale, offset, int(pos.sum()))
-    return {"scale": scale, "offset": offset, "pairs": int(pos.sum())}
-
-
 def evaluate_vnm(vnm, drives: Sequence[Drive], *, tau_steps: float | None = None, stride: int = 3,
                  window: int = 20, seed: int = 0) -> dict:
     """Quality of a VNM (:class:`models.vnm.VnmModel`) on held-out drives given as (reference, query) pairs.
@@ -679,7 +641,6 @@ def train_sim_vnm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
         timing["render"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         net, history = _train(train, plan, seed=seed, progress=progress)
-        calibration = calibrate_distance(net, train, seed=seed)
         timing["train"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         hf = _Frames(held, dmax=DIST_MAX_STEPS)
@@ -691,8 +652,7 @@ def train_sim_vnm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
                   "dist_min_steps": 0.0, "dist_max_steps": DIST_MAX_STEPS,
                   "negative_label_steps": NEGATIVE_FACTOR * DIST_MAX_STEPS,
                   "trained_speed_mps": NOMINAL_SPEED_MPS, "trained_worlds": [w.name for w in worlds],
-                  "trained_frames": int(len(train)), "seed": int(seed), "quick": bool(quick),
-                  "dist_calibration": {**calibration, "fitted_on": "training drives, goals from other drives"}}
+                  "trained_frames": int(len(train)), "seed": int(seed), "quick": bool(quick)}
         out = Path(out_dir)
         exp = export_sim_vnm(net, out, obs=ref_obs, goals=ref_goals, params=params,
                              weights=f"sim-trained: robot_app.sim.train_vnm on {'+'.join(w.name for w in worlds)}, "
@@ -707,7 +667,7 @@ def train_sim_vnm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
     timing["total"] = time.perf_counter() - t_start
     report = {"model": "sim-vnm-cnn (sim-only stand-in)", "worlds": [w.name for w in worlds], "seed": seed,
               "quick": quick, **quality, "train_frames": int(len(train)), "train_drives": int(train.drive.max() + 1),
-              "epochs": plan.epochs, "loss_history": history, "dist_calibration": calibration, "parity_max_abs": exp["parity_max_abs"],
+              "epochs": plan.epochs, "loss_history": history, "parity_max_abs": exp["parity_max_abs"],
               "parameters": int(sum(p.numel() for p in net.parameters())),
               "onnx_bytes": int((out / "vnm.onnx").stat().st_size), "timing_s": timing,
               "torch_threads": int(threads)}

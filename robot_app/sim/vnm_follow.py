@@ -100,6 +100,8 @@ def route_nodes(world: World | str, route, *, spacing_m: float = 3.0, seed: int 
     from robot_app.sim.train_vnm import RoutePlan, simulate_drive
 
     w = world if isinstance(world, World) else load_world(world)
+    if isinstance(route, np.ndarray):  # route_points takes names or a list of points
+        route = [tuple(map(float, p)) for p in route]
     pts = route_points(w, route)
     plan = RoutePlan(pts, np.zeros(len(pts)))
     with WorldRenderer(w, width=width, height=height, hfov_deg=hfov_deg, camera_height_m=camera_height_m,
