@@ -26,7 +26,7 @@ Architecture (GNM's observation / goal split, Shah et al. ICRA 2023 Sec. IV-B, s
   ``len_traj_pred`` x 4): (x, y) steps accumulated into waypoints (cumulative sum) and (cos, sin)
   normalised to unit length, as GNM's action head does.
 
-About 0.25 M parameters (~1 MB of float32 ONNX); one step against 9 goals costs a few ms on one CPU
+About 0.3 M parameters (1.2 MB of float32 ONNX); one step against 9 goals costs a few ms on one CPU
 core.
 """
 
