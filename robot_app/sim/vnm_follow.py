@@ -97,7 +97,7 @@ def route_nodes(world: World | str, route, *, spacing_m: float = 3.0, seed: int 
     """
     from robot_app.sim.explore import route_points
     from robot_app.sim.render import WorldRenderer
-    from robot_app.sim.train_vnm import RoutePlan, simulate_drive
+    from robot_app.sim.vnm_data import RoutePlan, simulate_drive
 
     w = world if isinstance(world, World) else load_world(world)
     if isinstance(route, np.ndarray):  # route_points takes names or a list of points
