@@ -42,7 +42,7 @@ class Scenario:
 # Hand-picked per shipped world; "quick" is a shorter route for CI (two landmarks).
 _SCENARIOS = {
     ("campus", False): Scenario("campus", ((0.0, -90.0), (0.0, 80.0)),
-                                "Go past the fire hydrant, then find the traffic cone, and stop at the white truck."),
+                                "Go past the blue dumpster, then the fire hydrant, and stop at the mailbox."),
     ("campus", True): Scenario("campus", ((0.0, -90.0), (0.0, -15.0)),
                                "Go past the fire hydrant and stop at the stop sign."),
     ("industrial", False): Scenario("industrial", ((0.0, -80.0), (0.0, 0.0), (62.0, 0.0)),
