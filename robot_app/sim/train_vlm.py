@@ -2,16 +2,19 @@
 
 :func:`train_sim_vlm` renders labelled views (:mod:`robot_app.sim.views`), trains the small CNN image
 encoder of :mod:`models.export.sim_vlm` so that the cosine of a view's embedding with the FROZEN MiniLM
-embedding of a TRAIN phrasing of a category is high when the category is clearly visible and low when
-it is not, exports the CLIP-format files, and measures them through the production runtime
-(:func:`models.clip.open_clip_model`, onnxruntime) on HELD-OUT renders (other poses, other noise seed)
-with HELD-OUT phrasings.
+embedding of a TRAIN phrasing of a category is at a fixed target when the evaluation's ground truth
+counts the category as seen from that pose and low when it does not, exports the CLIP-format files,
+and measures them through the production runtime (:func:`models.clip.open_clip_model`, onnxruntime)
+on HELD-OUT renders (other poses, other noise seed) with HELD-OUT phrasings.
 
-Loss (per batch of B views, C categories, one train phrasing t_c drawn per category and step): a
-sigmoid loss on ``s * cos(f_i, t_c) + b`` with learnable scale and bias (SigLIP, Zhai et al. 2023,
-Sec. 3) over the labelled (view, category) pairs, plus a text-to-image contrastive term (CLIP, Radford
-et al. 2021, Sec. 2.3) that, for each category with a visible view in the batch, puts the softmax mass
-over the batch's views on the views that show it (the retrieval the planner does).
+Loss (per batch of B views, C categories, one train phrasing t_c drawn per category and step), over
+the labelled (view, category) pairs: ``(cos(f_i, t_c) - POS_COSINE)^2`` for a seen category (two-sided:
+a near, well-seen instance must not outscore a far one that still counts, so that among the instances
+of a landmark the walk length decides, as LM-Nav's objective intends, Shah et al. 2022, Sec. 4) and
+``max(0, cos - NEG_COSINE)^2`` for an unseen one (a margin, as in contrastive hinge losses), each
+averaged over its own pairs. An earlier version trained "as high as possible" (a sigmoid loss plus a
+softmax contrastive term): its cosine for one object depended on the view so much that a far instance
+seen well outscored the near one by many nats on the map.
 
 Quality (LM-Nav, Shah et al. 2022, Table 3, "landmark retrieval"): for each landmark phrase and each
 world, rank that world's held-out views by cosine with the prompted phrase ("This is a photo of ___",
@@ -21,7 +24,9 @@ landmark is only partly visible (label -1) are left out of its ranking.
 
 Calibration: ``logit_scale`` is the temperature that maximises the held-out log-likelihood of the views
 showing a landmark under the softmax over a world's views (temperature scaling, Guo et al. 2017,
-Sec. 4.2); ``landmark_min_cosine`` separates the best-view cosine of landmarks in a world from that of
+Sec. 4.2), on held-out MAP-LIKE views only (poses on the paths, heading along them: what the planner's
+softmax runs over, LM-Nav's P(v | l) over map nodes; the figure over all held-out views is kept as
+``logit_scale_all_views``); ``landmark_min_cosine`` separates the best-view cosine of landmarks in a world from that of
 landmarks absent from it (:func:`models.clip.calibrate_min_cosine`).
 """
 
@@ -50,10 +55,15 @@ TRAIN_TEMPLATES = ("This is a photo of {}", "{}", "a photo of {}", "a picture of
 ABSENT_PHRASES = ("a yellow school bus", "a fountain", "a bicycle", "a swimming pool", "a helicopter",
                   "a statue of a horse", "a red fire truck", "a wind turbine")
 #: (train views per world, held-out views per world, epochs) of a full and of a quick run.
-FULL = (3500, 600, 10)
+FULL = (6000, 600, 12)
 QUICK = (120, 60, 2)
+#: Held-out map-like views per world (on the paths) for the logit-scale calibration: full, quick.
+CALIB = (400, 30)
 _SIZES = ((160, 120), (320, 240))
-_SIZE_WEIGHTS = (0.75, 0.25)
+_SIZE_WEIGHTS = (0.9, 0.1)
+#: Target cosine of a seen category's phrasing, and the margin an unseen one must stay under.
+POS_COSINE = 0.5
+NEG_COSINE = 0.15
 
 
 def retrieval_top_k(cos: np.ndarray, labels: np.ndarray, *, k: int = 3) -> tuple[float, float] | None:
@@ -81,11 +91,11 @@ def retrieval_top_k(cos: np.ndarray, labels: np.ndarray, *, k: int = 3) -> tuple
     return hit, chance
 
 
-def _render(worlds, n_per_world: int, *, seed: int, bar) -> ViewSet:
+def _render(worlds, n_per_world: int, *, seed: int, bar, targeted_fraction: float = 0.4) -> ViewSet:
     parts = []
     for wi, w in enumerate(worlds):
         rng = np.random.default_rng([seed, wi, 11])
-        poses = sample_poses(w, n_per_world, rng=rng)
+        poses = sample_poses(w, n_per_world, rng=rng, targeted_fraction=targeted_fraction)
         parts.append(render_views(w, poses, image_size=IMAGE_SIZE, seed=seed * 1000 + wi, sizes=_SIZES,
                                   size_weights=_SIZE_WEIGHTS, progress=bar.update if bar else None))
     return ViewSet.concat(parts)
@@ -124,10 +134,8 @@ def _train(train: ViewSet, bank, bank_cat, *, epochs: int, seed: int, batch: int
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     model = image_encoder()
-    logit_s = torch.nn.Parameter(torch.tensor(math.log(10.0)))
-    logit_b = torch.nn.Parameter(torch.tensor(-5.0))
     steps = epochs * math.ceil(len(train) / batch)
-    opt = torch.optim.AdamW([*model.parameters(), logit_s, logit_b], lr=2e-3, weight_decay=1e-4)
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=2e-3, total_steps=steps, pct_start=0.1)
     imgs = torch.from_numpy(train.images).permute(0, 3, 1, 2).contiguous()  # uint8 (N, 3, S, S)
     labels = torch.from_numpy(train.labels.astype(np.int64))
@@ -147,19 +155,10 @@ def _train(train: ViewSet, bank, bank_cat, *, epochs: int, seed: int, batch: int
             pick = torch.stack([r[torch.randint(len(r), (1,), generator=gen)][0] for r in rows_of])
             cos = f @ bank_t[pick].T  # (B, C)
             y = labels[idx]
-            known = (y >= 0).float()
-            logits = logit_s.exp() * cos + logit_b
-            sig = (F.binary_cross_entropy_with_logits(logits, (y == 1).float(), reduction="none") * known).sum()
-            sig = sig / known.sum().clamp(min=1.0)
-            # text -> image contrastive term over the batch, for categories with a visible view
-            has = (y == 1).any(dim=0)
-            if bool(has.any()):
-                lp = torch.log_softmax(logit_s.exp() * cos[:, has].T.masked_fill(y[:, has].T < 0, -1e4), dim=1)
-                pos = (y[:, has].T == 1)
-                nce = -torch.logsumexp(lp.masked_fill(~pos, -1e4), dim=1).mean()
-            else:
-                nce = torch.zeros(())
-            loss = sig + 0.5 * nce
+            pos, neg = (y == 1).float(), (y == 0).float()
+            l_pos = ((cos - POS_COSINE) ** 2 * pos).sum() / pos.sum().clamp(min=1.0)
+            l_neg = (F.relu(cos - NEG_COSINE) ** 2 * neg).sum() / neg.sum().clamp(min=1.0)
+            loss = l_pos + l_neg
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -168,10 +167,9 @@ def _train(train: ViewSet, bank, bank_cat, *, epochs: int, seed: int, batch: int
             if bar is not None:
                 bar.update(1)
         history.append(round(total / len(train), 4))
-        log.info("epoch %d/%d: loss %.4f, scale %.2f, bias %.2f", epoch + 1, epochs, history[-1],
-                 float(logit_s.detach().exp()), float(logit_b.detach()))
+        log.info("epoch %d/%d: loss %.5f", epoch + 1, epochs, history[-1])
     model.eval()
-    return model, history, float(logit_s.detach().exp()), float(logit_b.detach())
+    return model, history
 
 
 def _mean(pairs, i: int):
@@ -197,8 +195,20 @@ def _world_queries(clip, emb: np.ndarray, labels: np.ndarray) -> dict:
     return out
 
 
-def _evaluate(clip, held: ViewSet, worlds) -> dict:
-    """Retrieval top-3 / top-1 per world and overall, calibration of the logit scale and min cosine."""
+def _calibration_sets(clip, calib: ViewSet, worlds) -> list:
+    """(cosines, shows-it) per held-out phrasing and world over the map-like calibration views."""
+    emb = clip.encode_images(list(calib.images), batch_size=64)
+    names = np.asarray(calib.world)
+    out = []
+    for w in worlds:
+        sel = names == w.name
+        out.extend(_world_queries(clip, emb[sel], calib.labels[sel])["pos_sets"])
+    return out
+
+
+def _evaluate(clip, held: ViewSet, worlds, calib: ViewSet | None = None) -> dict:
+    """Retrieval top-3 / top-1 per world and overall, calibration of the logit scale (on ``calib`` when
+    given) and min cosine."""
     from models.clip import calibrate_min_cosine
 
     emb = clip.encode_images(list(held.images), batch_size=64)
@@ -221,7 +231,9 @@ def _evaluate(clip, held: ViewSet, worlds) -> dict:
         res[f"queries_{s}"] = len(acc[s])
     res["top1_held_out_phrasings"] = _mean(acc["top1"], 0)
     res["chance_top1_held_out_phrasings"] = _mean(acc["top1"], 1)
-    res["logit_scale"] = _calibrate_scale(acc["pos_sets"])
+    res["logit_scale_all_views"] = _calibrate_scale(acc["pos_sets"])
+    res["logit_scale"] = _calibrate_scale(_calibration_sets(clip, calib, worlds)) if calib is not None \
+        else res["logit_scale_all_views"]
     pb = np.asarray(acc["present_best"])
     res["min_cosine"] = calibrate_min_cosine(pb, acc["absent_best"])
     res["present_best_cosine_min"] = round(float(pb.min()), 4) if pb.size else None
@@ -294,28 +306,30 @@ def train_sim_vlm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
         raise ValueError(f"worlds: expected a non-empty list of world names or files, got {worlds!r}")
     worlds = [w if hasattr(w, "objects") else load_world(w) for w in worlds]
     n_train, n_held, epochs = QUICK if quick else FULL
+    n_calib = CALIB[1] if quick else CALIB[0]
     torch.set_num_threads(int(threads) if threads else max(1, min(4, (os.cpu_count() or 2) // 2)))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     load0 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    with tqdm(total=len(worlds) * (n_train + n_held), desc="sim VLM: rendering views", unit="view",
+    with tqdm(total=len(worlds) * (n_train + n_held + n_calib), desc="sim VLM: rendering views", unit="view",
               disable=not progress) as bar:
         train = _render(worlds, n_train, seed=seed, bar=bar)
         held = _render(worlds, n_held, seed=seed + 7919, bar=bar)  # other poses, other sensor noise
+        calib = _render(worlds, n_calib, seed=seed + 104729, bar=bar, targeted_fraction=0.0)  # map-like
     t_render = time.monotonic() - t0
     text_encoder, tokenizer = load_text_encoder()
     bank, bank_cat = _text_bank(text_encoder, tokenizer)
     steps = epochs * math.ceil(len(train) / 64)
     t1 = time.monotonic()
     with tqdm(total=steps, desc="sim VLM: training", unit="step", disable=not progress) as bar:
-        model, history, scale, bias = _train(train, bank, bank_cat, epochs=epochs, seed=seed, bar=bar)
+        model, history = _train(train, bank, bank_cat, epochs=epochs, seed=seed, bar=bar)
     t_train = time.monotonic() - t1
     # provisional export (scale from training), then calibrate on held-out views and re-export
     ref_images = list(held.images[:4])
     first = export_sim_vlm(out, model, image_size=IMAGE_SIZE, text_encoder=text_encoder, tokenizer=tokenizer,
-                           logit_scale=scale, reference_images=ref_images)
-    quality = _evaluate(open_clip_model(out, warm_up=False), held, worlds)
+                           logit_scale=1.0 / (POS_COSINE - NEG_COSINE), reference_images=ref_images)
+    quality = _evaluate(open_clip_model(out, warm_up=False), held, worlds, calib)
     extra = {"landmark_min_cosine": quality["min_cosine"]["threshold"], "train_seed": int(seed),
              "train_worlds": [w.name for w in worlds], "quality": "sim-vlm-quality.json"}
     summary = export_sim_vlm(out, model, image_size=IMAGE_SIZE, text_encoder=text_encoder, tokenizer=tokenizer,
@@ -323,9 +337,9 @@ def train_sim_vlm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
                              reuse_text=first["text"])
     quality.update(
         sim_only=True, quick=bool(quick), seed=int(seed), worlds=[w.name for w in worlds],
-        train_views=len(train), held_out_views=len(held), epochs=epochs, image_size=IMAGE_SIZE,
+        train_views=len(train), held_out_views=len(held), calibration_views=len(calib), epochs=epochs, image_size=IMAGE_SIZE,
         train_positive_per_category={c: int(v) for c, v in zip(CATEGORIES, (train.labels == 1).sum(axis=0))},
-        train_loss=history, trained_scale=round(scale, 3), trained_bias=round(bias, 3),
+        train_loss=history, target_cosine={"seen": POS_COSINE, "unseen_below": NEG_COSINE},
         text_int8_cosine_min=summary["text"].get("int8_cosine_min"), size_bytes=summary["size_bytes"],
         wall_s={"render": round(t_render, 1), "train": round(t_train, 1),
                 "total": round(time.monotonic() - t0, 1)}, torch_threads=torch.get_num_threads(),

@@ -1,19 +1,25 @@
 """Labelled views of a simulated world, and landmark phrasings, for the sim-only stand-in VLM.
 
-:func:`sample_poses` draws camera poses on and near the world's paths and poses that look at a chosen
+:func:`sample_poses` draws camera poses as the map sees the world (on the paths, heading along the path
+within a few degrees, where the exploration drive records node images) and poses that look at a chosen
 landmark from several distances and angles (seeded ``numpy.random.Generator``). :func:`label_pose`
-labels a pose with the landmark categories clearly visible in what the map's CLIP sees of the frame,
-the centre square crop (:func:`robot_app.image_prep.centre_crops` with one crop), by geometry alone:
+labels a pose with the landmark categories that the evaluation's ground truth counts as seen
+(:mod:`robot_app.sim.eval_truth`, one shared definition: an object counts within
+``object_view_per_size`` times its largest dimension, clamped to ``object_view_m``-``object_view_max_m``;
+a building within ``building_view_m`` of its outline), restricted to what the map's CLIP sees of the
+frame, the centre square crop (:func:`robot_app.image_prep.centre_crops` with one crop):
 
-- in the crop's horizontal field of view (``2 atan(tan(hfov / 2) * H / W)``, pinhole camera),
-- large enough: the object's bounding box projects to at least :data:`CLEAR_PX` pixels high and half
-  that wide in the frame (focal length ``f = W / 2 / tan(hfov / 2)`` pixels; a flat object such as a
-  manhole cover is foreshortened by ``camera height / distance``), and mostly inside the vertical field,
+- the object's centre inside the crop's horizontal field of view (``2 atan(tan(hfov / 2) * H / W)``,
+  pinhole camera, focal length ``f = W / 2 / tan(hfov / 2)`` pixels), at least half of its height inside
+  the vertical field,
+- within the truth's viewing range (flat objects such as a manhole cover, foreshortened by
+  ``camera height / distance``, also at least :data:`CLEAR_PX` wide-ish on the frame),
 - not hidden behind a building: 2-D rays from the camera against the buildings' footprint rectangles
   (buildings are taller than any catalogue object).
 
-Each (view, category) label is 1 (clearly visible), 0 (certainly not visible: outside the field of
-view, hidden, or under half the clear size) or -1 (in between: training ignores it). The generic
+Each (view, category) label is 1 (counts as seen), 0 (certainly not seen: outside the field of view,
+hidden, or beyond :data:`UNSURE_RANGE` times the viewing range) or -1 (in between, e.g. just past the
+range or partly hidden: training ignores it). The generic
 building category ``"building"`` is not labelled (it names every building).
 
 :data:`PHRASES` gives every category several phrasings split into TRAIN phrasings (what the image
@@ -29,9 +35,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from robot_app.sim.eval_truth import TruthParams, object_size_m
 from robot_app.sim.world import BUILDING_COLOURS, CATALOGUE, Building, World
 
-__all__ = ["PHRASES", "CATEGORIES", "CLEAR_PX", "ViewSet", "sample_poses", "label_pose", "render_views",
+__all__ = ["PHRASES", "CATEGORIES", "CLEAR_PX", "UNSURE_RANGE", "view_range_m", "ViewSet", "sample_poses", "label_pose", "render_views",
            "train_phrases", "held_out_phrases"]
 
 log = logging.getLogger(__name__)
@@ -81,8 +88,12 @@ PHRASES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 #: Labelled categories, in label-column order.
 CATEGORIES: tuple[str, ...] = tuple(PHRASES)
 
-#: Height in frame pixels from which an object counts as clearly visible (width: half of it).
+#: Width in frame pixels (at 160 px) from which a FLAT object (manhole cover) counts as seen: 2x this
+#: wide and a quarter of it high after foreshortening.
 CLEAR_PX = 8.0
+#: Past this multiple of the truth's viewing range a thing is labelled unseen (0); between 1 and it,
+#: unsure (-1): the boundary of the truth is a hard cut the image cannot show exactly.
+UNSURE_RANGE = 1.35
 
 _BUILDING_CATS = frozenset(BUILDING_COLOURS) - {"building"}
 assert set(CATEGORIES) == set(CATALOGUE) | _BUILDING_CATS, "PHRASES must cover every labelled category"
@@ -173,12 +184,23 @@ def _wrap(a: float) -> float:
     return math.atan2(math.sin(a), math.cos(a))
 
 
+def view_range_m(category: str, params: TruthParams = TruthParams()) -> float:
+    """Distance (m) up to which the evaluation's truth counts an object of ``category`` as seen
+    (:func:`robot_app.sim.eval_truth.landmark_nodes`); buildings: ``building_view_m`` from the outline."""
+    if category in CATALOGUE:
+        return min(params.object_view_max_m,
+                   max(params.object_view_m, params.object_view_per_size * object_size_m(category)))
+    return params.building_view_m
+
+
 def label_pose(world: World, x_m: float, y_m: float, yaw_rad: float, *, hfov_deg: float = 90.0,
-               width_px: int = 160, height_px: int = 120, camera_height_m: float = 0.5) -> np.ndarray:
-    """Labels of one pose: (len(CATEGORIES),) int8, 1 clearly visible, 0 not visible, -1 unsure.
+               width_px: int = 160, height_px: int = 120, camera_height_m: float = 0.5,
+               truth: TruthParams = TruthParams()) -> np.ndarray:
+    """Labels of one pose: (len(CATEGORIES),) int8, 1 seen, 0 not seen, -1 unsure (module docstring).
 
     The view is the centre square crop of a ``width_px`` x ``height_px`` pinhole frame with horizontal
-    field of view ``hfov_deg`` (what the map's CLIP embeds with ``[camera] clip_crops = 1``).
+    field of view ``hfov_deg`` (what the map's CLIP embeds with ``[camera] clip_crops = 1``); the
+    ranges are the evaluation's ground truth ``truth`` (:class:`robot_app.sim.eval_truth.TruthParams`).
     """
     f = (width_px / 2) / math.tan(math.radians(hfov_deg) / 2)
     side = min(width_px, height_px)
@@ -186,7 +208,7 @@ def label_pose(world: World, x_m: float, y_m: float, yaw_rad: float, *, hfov_deg
     out = np.zeros(len(CATEGORIES), dtype=np.int8)
     col = {c: i for i, c in enumerate(CATEGORIES)}
 
-    def vote(cat: str, value: int) -> None:  # 1 (seen clearly somewhere) beats -1 (unsure) beats 0
+    def vote(cat: str, value: int) -> None:  # 1 (seen somewhere) beats -1 (unsure) beats 0
         j = col.get(cat)
         if j is not None and (value == 1 or out[j] == 0):
             out[j] = value
@@ -198,20 +220,21 @@ def label_pose(world: World, x_m: float, y_m: float, yaw_rad: float, *, hfov_deg
             continue
         bearing = _wrap(math.atan2(t.y - y_m, t.x - x_m) - yaw_rad)
         ang = math.atan(t.width_m / 2 / dist)
-        if abs(bearing) - ang > half_h or abs(bearing) > math.pi / 2:
-            continue  # fully outside the crop
-        size_ok = _apparent_size_ok(t, dist, f, camera_height_m)
+        reach = view_range_m(t.category, truth)
+        if abs(bearing) - ang > half_h or abs(bearing) > math.pi / 2 or dist > UNSURE_RANGE * reach:
+            continue  # fully outside the crop, or far past the truth's range
         # vertical coverage: fraction of the object's height inside the crop's vertical field
         top, bottom = camera_height_m + dist * side / 2 / f, camera_height_m - dist * side / 2 / f
         cover = 1.0 if t.flat else max(0.0, min(t.height_m, top) - max(0.0, bottom)) / t.height_m
         # occlusion: rays to the centre and both sides
         rays = [math.atan2(t.y - y_m, t.x - x_m) + k * ang for k in (-0.8, 0.0, 0.8)]
         blocked = [_first_hit(world, x_m, y_m, a)[0] < dist - t.footprint_m for a in rays]
-        if all(blocked) or not size_ok(0.5):
+        if all(blocked):
             continue
-        clear = not any(blocked) and size_ok(1.0) and cover >= 0.5 and abs(bearing) + 0.3 * ang <= half_h
-        vote(t.category, 1 if clear else -1)
-    _label_buildings(world, x_m, y_m, yaw_rad, f, half_h, vote)
+        resolved = _apparent_size_ok(t, dist, f, camera_height_m)(1.0) if t.flat else True
+        seen = (not any(blocked) and dist <= reach and resolved and cover >= 0.5 and abs(bearing) <= half_h)
+        vote(t.category, 1 if seen else -1)
+    _label_buildings(world, x_m, y_m, yaw_rad, f, half_h, vote, reach_m=truth.building_view_m)
     return out
 
 
@@ -229,8 +252,11 @@ def _apparent_size_ok(t: _Thing, dist: float, f: float, camera_height_m: float):
     return lambda k: h_px >= k * CLEAR_PX and w_px >= k * CLEAR_PX / 2
 
 
-def _label_buildings(world: World, x_m: float, y_m: float, yaw_rad: float, f: float, half_h: float, vote) -> None:
-    """Building labels: 13 rays across the crop; a building seen first along enough rays is visible."""
+def _label_buildings(world: World, x_m: float, y_m: float, yaw_rad: float, f: float, half_h: float, vote, *,
+                     reach_m: float) -> None:
+    """Building labels: 13 rays across the crop; a building seen first along at least 3 rays, its nearest
+    hit within ``reach_m`` (the truth's range from the outline), is seen; one hit past that range up to
+    :data:`UNSURE_RANGE` times it, or along fewer rays, is unsure."""
     n = 13
     angles = [yaw_rad + math.atan((2 * (i + 0.5) / n - 1) * math.tan(half_h)) for i in range(n)]
     hits: dict[int, list[float]] = {}
@@ -240,12 +266,10 @@ def _label_buildings(world: World, x_m: float, y_m: float, yaw_rad: float, f: fl
             hits.setdefault(which, []).append(t)
     for i, dists in hits.items():
         b = world.buildings[i]
-        d = float(np.median(dists))
-        h_px = f * b.size_m[2] / max(d, 0.1)
-        if len(dists) >= 3 and h_px >= 2 * CLEAR_PX:
-            vote(b.category, 1)
-        elif h_px >= CLEAR_PX / 2:
-            vote(b.category, -1)
+        d = min(dists)
+        if d > UNSURE_RANGE * reach_m:
+            continue
+        vote(b.category, 1 if len(dists) >= 3 and d <= reach_m else -1)
 
 
 def _inside_obstacle(world: World, x: float, y: float, things: list[_Thing], margin_m: float = 1.0) -> bool:
@@ -258,14 +282,15 @@ def _inside_obstacle(world: World, x: float, y: float, things: list[_Thing], mar
     return any(math.hypot(x - t.x, y - t.y) < t.footprint_m + 0.4 for t in things)
 
 
-def sample_poses(world: World, n: int, *, rng: np.random.Generator, targeted_fraction: float = 0.7) -> np.ndarray:
+def sample_poses(world: World, n: int, *, rng: np.random.Generator, targeted_fraction: float = 0.4) -> np.ndarray:
     """``n`` camera poses (x_m, y_m, yaw_rad) as an (n, 3) float64 array, ENU.
 
-    ``1 - targeted_fraction`` of them lie on or near a path (uniform along the path length, lateral offset
-    up to the path width, heading along the path either way with 20 degrees of noise, or any heading one
-    time in five); the rest look at a landmark: a category drawn uniformly among those in the world,
-    one of its instances, a distance up to 1.5 times its clear-visibility range (buildings: 3-70 m from
-    the wall), from any side, heading at it within 0.8 of the crop's half field of view.
+    ``1 - targeted_fraction`` of them are map-like: on a path (uniform along the path length, lateral
+    offset up to half the path width), heading along the path either way with 8 degrees of noise (where
+    the exploration drive records the map's node images), or any heading one time in ten; the rest look
+    at a landmark: a category drawn uniformly among those in the world, one of its instances, a distance
+    up to 1.5 times its viewing range (buildings: 3-50 m from the wall), from any side, heading at it
+    within 0.8 of the crop's half field of view.
 
     Raises
     ------
@@ -298,11 +323,11 @@ def sample_poses(world: World, n: int, *, rng: np.random.Generator, targeted_fra
             (x0, y0), (x1, y1) = segs[j]
             s = rng.random()
             heading = math.atan2(y1 - y0, x1 - x0)
-            lat = rng.uniform(-1.0, 1.0) * widths[j]
+            lat = rng.uniform(-0.5, 0.5) * widths[j]
             x = x0 + s * (x1 - x0) - math.sin(heading) * lat
             y = y0 + s * (y1 - y0) + math.cos(heading) * lat
-            yaw = rng.uniform(-math.pi, math.pi) if rng.random() < 0.2 else \
-                heading + (math.pi if rng.random() < 0.5 else 0.0) + rng.normal(0.0, math.radians(20))
+            yaw = rng.uniform(-math.pi, math.pi) if rng.random() < 0.1 else \
+                heading + (math.pi if rng.random() < 0.5 else 0.0) + rng.normal(0.0, math.radians(8))
             pose = (x, y, yaw)
         if not _inside_obstacle(world, pose[0], pose[1], things):
             out[k] = (pose[0], pose[1], _wrap(pose[2]))
@@ -313,13 +338,10 @@ def sample_poses(world: World, n: int, *, rng: np.random.Generator, targeted_fra
 def _pose_at(target, rng: np.random.Generator) -> tuple[float, float, float]:
     half_h = math.atan(0.75)  # half field of view of the centre crop (90 degree frame, 4:3)
     if isinstance(target, Building):
-        r = math.hypot(target.size_m[0], target.size_m[1]) / 2 + rng.uniform(3.0, 70.0)
+        r = math.hypot(target.size_m[0], target.size_m[1]) / 2 + rng.uniform(3.0, 50.0)
         cx, cy = target.center
     else:
-        # clear-visibility range at the reference focal length (80 px: 160 px wide, 90 degrees)
-        clear = (2 * target.width_m * 80.0 / (2 * CLEAR_PX) if target.flat
-                 else min(target.height_m, 2 * target.width_m) * 80.0 / CLEAR_PX)
-        r = rng.uniform(max(1.0, target.footprint_m + 0.8), max(3.0, 1.5 * clear))
+        r = rng.uniform(max(1.0, target.footprint_m + 0.8), max(3.0, 1.5 * view_range_m(target.category)))
         cx, cy = target.x, target.y
     phi = rng.uniform(-math.pi, math.pi)
     x, y = cx + r * math.cos(phi), cy + r * math.sin(phi)

@@ -196,3 +196,52 @@ def test_quick_training_writes_loadable_files(tmp_path):
     assert check_reference(m, tmp_path / "clip-reference.npz")["ids_equal"]
     with pytest.raises(ValueError, match="non-empty list"):
         train_sim_vlm([], tmp_path, quick=True, progress=False)
+
+
+def test_labels_share_the_eval_truth_ranges():
+    """A hydrant counts as seen up to the eval truth's range (8 x its size, at least 15 m), is unsure just
+    past it and unseen far past it; a building counts within 30 m of its outline, not from 60 m."""
+    from robot_app.sim.eval_truth import TruthParams, object_size_m
+    from robot_app.sim.views import UNSURE_RANGE, view_range_m
+
+    p = TruthParams()
+    reach = view_range_m("fire hydrant")
+    assert reach == min(p.object_view_max_m, max(p.object_view_m, p.object_view_per_size * object_size_m("fire hydrant")))
+    assert view_range_m("red building") == p.building_view_m
+    col = {c: i for i, c in enumerate(CATEGORIES)}
+
+    def hydrant_at(d):
+        world = world_from_mapping({
+            "world": {"name": "t", "extent_m": [200.0, 200.0], "anchor_latlon": [10.0, 10.0]},
+            "objects": [{"category": "fire hydrant", "at": [d, 0.0]}]})
+        return label_pose(world, 0.0, 0.0, 0.0)[col["fire hydrant"]]
+
+    assert hydrant_at(0.9 * reach) == 1
+    assert hydrant_at(0.5 * (1 + UNSURE_RANGE) * reach) == -1
+    assert hydrant_at(1.2 * UNSURE_RANGE * reach) == 0
+
+    def building_at(gap_m):
+        world = world_from_mapping({
+            "world": {"name": "t", "extent_m": [200.0, 200.0], "anchor_latlon": [10.0, 10.0]},
+            "buildings": [{"category": "red building", "center": [gap_m + 5.0, 0.0], "size_m": [10.0, 30.0, 12.0]}]})
+        return label_pose(world, 0.0, 0.0, 0.0)[col["red building"]]
+
+    assert building_at(20.0) == 1 and building_at(60.0) == 0
+
+
+def test_path_poses_face_along_the_path():
+    """Map-like poses (targeted_fraction 0) lie on the paths and mostly head along them, as map nodes do."""
+    w = load_world("campus")
+    poses = sample_poses(w, 200, rng=np.random.default_rng(5), targeted_fraction=0.0)
+    segs = [(a, b) for path in w.paths for a, b in zip(path.points[:-1], path.points[1:])]
+    along = 0
+    for x, y, yaw in poses:
+        def dist(seg):
+            (x0, y0), (x1, y1) = seg
+            d = np.array([x1 - x0, y1 - y0])
+            t = np.clip(np.dot([x - x0, y - y0], d) / np.dot(d, d), 0.0, 1.0)
+            return math.hypot(x - x0 - t * d[0], y - y0 - t * d[1])
+        (x0, y0), (x1, y1) = min(segs, key=dist)
+        heading = math.atan2(y1 - y0, x1 - x0)
+        along += abs(math.sin(yaw - heading)) < math.sin(math.radians(30))
+    assert along / len(poses) > 0.8
