@@ -2,11 +2,13 @@
 
 Data (ViNG, Shah et al. ICRA 2021 Sec. IV; GNM, Shah et al. ICRA 2023 Sec. IV-A):
 
-- Drives: random walks over the world's path network (junctions joined, no U-turns), driven on the
+- Drives (:mod:`robot_app.sim.vnm_data`): random walks over the world's path network (junctions
+  joined, no U-turns; each route driven three times), driven on the
   simulation clock by pure pursuit (:mod:`robot_app.sim.explore`) through :class:`WorldPlant`, with a
   smooth lateral offset from the centreline (within the path's width), a per-drive speed of
-  0.9-1.1 m/s (temporal distance labels stay close to geometric ones), an initial heading error
-  and short yaw-rate disturbances, so the data holds recoveries.
+  0.9-1.1 m/s (temporal distance labels stay close to geometric ones), 0-9 frames standing still
+  first (as a navigator does while its context fills), an initial heading error and short yaw-rate
+  disturbances, so the data holds recoveries.
   Frames are rendered with :class:`WorldRenderer` at the VNM frame rate (4 Hz) and resized to the
   VNM input (85 x 64, Pillow bicubic) exactly as :meth:`models.vnm.VnmModel.preprocess` does.
 - Distance label of (observation frame i of drive A, goal frame g): the temporal distance in frames
