@@ -142,7 +142,8 @@ def write_chart(report: dict, path: Path) -> Path:
     axes[0].set_ylim(0, 1.05)
     axes[0].axhline(0.85, color="grey", lw=0.8, ls="--")
     axes[0].legend(fontsize=7, loc="lower right")
-    fig.suptitle(f"robot-app eval sim: world {report['world']} ({len(report['instructions'])} instructions)")
+    fig.suptitle(f"robot-app eval sim: world {report['world']} ({len(report['instructions'])} instructions, "
+                 f"grounding {report.get('grounding', 'vlm')}, alpha {report.get('alpha')})")
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=100)
