@@ -41,7 +41,7 @@ class FollowResult:
     Attributes
     ----------
     outcome : str
-        ``reached`` (localised on the last node closer than ``close_steps``), ``collision``, ``lost``
+        ``reached`` (localised on the last node; see ``goal_close``), ``collision``, ``lost``
         (every distance above ``lost_steps`` for ``max_lost_steps`` steps) or ``stuck`` (timeout).
     trajectory_xy_m : (N, 2) float64
         True robot position (ENU metres) at each control step (the VNM frame rate).
@@ -125,7 +125,7 @@ def follow_walk(world: World | str, vnm, node_images: Sequence[np.ndarray], *, s
                 window: int = 4, close_steps: float = 3.0, lost_steps: float | None = None, waypoint_index: int = 2,
                 max_lost_steps: int = 12, timeout_s: float | None = None, physics_hz: float = 50.0, seed: int = 0,
                 width: int = 160, height: int = 120, hfov_deg: float = 90.0, camera_height_m: float = 0.5,
-                image_noise: float = 2.0, robot_radius_m: float = 0.33) -> FollowResult:
+                image_noise: float = 2.0, robot_radius_m: float = 0.33, goal_close: bool = False) -> FollowResult:
     """Drive a walk given by its node images with ``vnm`` in ``world`` on the simulation clock.
 
     Parameters
@@ -143,8 +143,10 @@ def follow_walk(world: World | str, vnm, node_images: Sequence[np.ndarray], *, s
     max_v_mps, max_omega_radps : float
         Speed limits; ``max_v_mps`` also scales the waypoints to metres (GNM deployment convention;
         [models] vnm_max_v_mps, [robot] max_omega_radps defaults).
-    window, close_steps, lost_steps, waypoint_index, max_lost_steps
-        As :class:`robot_app.vnm_navigator.VnmNavigator` (``lost_steps`` default: the trained range's top).
+    window, close_steps, lost_steps, waypoint_index, max_lost_steps, goal_close
+        As :class:`robot_app.vnm_navigator.VnmNavigator` (``lost_steps`` default: the trained range's top;
+        the goal is reached when the robot localises on the last node, and with ``goal_close`` also closer
+        than ``close_steps``, GNM's deployment rule).
     timeout_s : float, optional
         Simulated time limit; default 3 x (node count x 3 m) / ``max_v_mps`` + 30 s.
     physics_hz : float
@@ -204,10 +206,10 @@ def follow_walk(world: World | str, vnm, node_images: Sequence[np.ndarray], *, s
                 else:
                     lost = 0
                     idx = lo + j
-                    if idx == n - 1 and best_d < close_steps:
+                    if idx == n - 1 and (best_d < close_steps or not goal_close):  # as VnmNavigator
                         outcome = "reached"
                         break
-                    sub = min(idx + 1, n - 1) if best_d < close_steps else idx
+                    sub = min(idx + 1, hi - 1) if best_d < close_steps else idx  # a node the window scored
                     wp = pred.waypoints_m(max_v_mps=max_v_mps, frame_rate_hz=vnm.frame_rate_hz)[sub - lo, wi]
                     v, omega = waypoint_to_velocity(float(wp[0]), float(wp[1]), dt_s=period, max_v_mps=max_v_mps,
                                                     max_omega_radps=max_omega_radps)
