@@ -337,7 +337,8 @@ def train_sim_vlm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
                              reuse_text=first["text"])
     quality.update(
         sim_only=True, quick=bool(quick), seed=int(seed), worlds=[w.name for w in worlds],
-        train_views=len(train), held_out_views=len(held), calibration_views=len(calib), epochs=epochs, image_size=IMAGE_SIZE,
+        train_views=len(train), held_out_views=len(held), calibration_views=len(calib),
+        epochs=epochs, image_size=IMAGE_SIZE,
         train_positive_per_category={c: int(v) for c, v in zip(CATEGORIES, (train.labels == 1).sum(axis=0))},
         train_loss=history, target_cosine={"seen": POS_COSINE, "unseen_below": NEG_COSINE},
         text_int8_cosine_min=summary["text"].get("int8_cosine_min"), size_bytes=summary["size_bytes"],

@@ -12,14 +12,14 @@ frame, the centre square crop (:func:`robot_app.image_prep.centre_crops` with on
 - the object's centre inside the crop's horizontal field of view (``2 atan(tan(hfov / 2) * H / W)``,
   pinhole camera, focal length ``f = W / 2 / tan(hfov / 2)`` pixels), at least half of its height inside
   the vertical field,
-- within the truth's viewing range (flat objects such as a manhole cover, foreshortened by
-  ``camera height / distance``, also at least :data:`CLEAR_PX` wide-ish on the frame),
+- within :data:`SEEN_RANGE` times the truth's viewing range (flat objects such as a manhole cover,
+  foreshortened by ``camera height / distance``, also at least :data:`CLEAR_PX` wide-ish on the frame),
 - not hidden behind a building: 2-D rays from the camera against the buildings' footprint rectangles
   (buildings are taller than any catalogue object).
 
-Each (view, category) label is 1 (counts as seen), 0 (certainly not seen: outside the field of view,
-hidden, or beyond :data:`UNSURE_RANGE` times the viewing range) or -1 (in between, e.g. just past the
-range or partly hidden: training ignores it). The generic
+Each (view, category) label is 1 (seen), 0 (certainly not seen: outside the field of view, hidden, or
+beyond :data:`UNSURE_RANGE` times the viewing range) or -1 (in between, e.g. in the far part of the
+truth's range, just past it, or partly hidden: training ignores it). The generic
 building category ``"building"`` is not labelled (it names every building).
 
 :data:`PHRASES` gives every category several phrasings split into TRAIN phrasings (what the image
@@ -38,7 +38,8 @@ import numpy as np
 from robot_app.sim.eval_truth import TruthParams, object_size_m
 from robot_app.sim.world import BUILDING_COLOURS, CATALOGUE, Building, World
 
-__all__ = ["PHRASES", "CATEGORIES", "CLEAR_PX", "UNSURE_RANGE", "view_range_m", "ViewSet", "sample_poses", "label_pose", "render_views",
+__all__ = ["PHRASES", "CATEGORIES", "CLEAR_PX", "SEEN_RANGE", "UNSURE_RANGE", "view_range_m", "ViewSet",
+           "sample_poses", "label_pose", "render_views",
            "train_phrases", "held_out_phrases"]
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,11 @@ CLEAR_PX = 8.0
 #: Past this multiple of the truth's viewing range a thing is labelled unseen (0); between 1 and it,
 #: unsure (-1): the boundary of the truth is a hard cut the image cannot show exactly.
 UNSURE_RANGE = 1.35
+#: Seen (label 1) only up to this fraction of the truth's viewing range; from there to UNSURE_RANGE times
+#: it, unsure. Every node the truth counts is still never labelled unseen, but the clear views near the
+#: object are the ones trained to the target score, so a plan stops where the landmark is well in view
+#: (an instruction's "stop at the stop sign" rather than 20 m before it).
+SEEN_RANGE = 0.65
 
 _BUILDING_CATS = frozenset(BUILDING_COLOURS) - {"building"}
 assert set(CATEGORIES) == set(CATALOGUE) | _BUILDING_CATS, "PHRASES must cover every labelled category"
@@ -232,7 +238,8 @@ def label_pose(world: World, x_m: float, y_m: float, yaw_rad: float, *, hfov_deg
         if all(blocked):
             continue
         resolved = _apparent_size_ok(t, dist, f, camera_height_m)(1.0) if t.flat else True
-        seen = (not any(blocked) and dist <= reach and resolved and cover >= 0.5 and abs(bearing) <= half_h)
+        seen = (not any(blocked) and dist <= SEEN_RANGE * reach and resolved and cover >= 0.5
+                and abs(bearing) <= half_h)
         vote(t.category, 1 if seen else -1)
     _label_buildings(world, x_m, y_m, yaw_rad, f, half_h, vote, reach_m=truth.building_view_m)
     return out
@@ -255,8 +262,8 @@ def _apparent_size_ok(t: _Thing, dist: float, f: float, camera_height_m: float):
 def _label_buildings(world: World, x_m: float, y_m: float, yaw_rad: float, f: float, half_h: float, vote, *,
                      reach_m: float) -> None:
     """Building labels: 13 rays across the crop; a building seen first along at least 3 rays, its nearest
-    hit within ``reach_m`` (the truth's range from the outline), is seen; one hit past that range up to
-    :data:`UNSURE_RANGE` times it, or along fewer rays, is unsure."""
+    hit within :data:`SEEN_RANGE` times ``reach_m`` (the truth's range from the outline), is seen; one hit
+    farther, up to :data:`UNSURE_RANGE` times the range, or along fewer rays, is unsure."""
     n = 13
     angles = [yaw_rad + math.atan((2 * (i + 0.5) / n - 1) * math.tan(half_h)) for i in range(n)]
     hits: dict[int, list[float]] = {}
@@ -269,7 +276,7 @@ def _label_buildings(world: World, x_m: float, y_m: float, yaw_rad: float, f: fl
         d = min(dists)
         if d > UNSURE_RANGE * reach_m:
             continue
-        vote(b.category, 1 if len(dists) >= 3 and d <= reach_m else -1)
+        vote(b.category, 1 if len(dists) >= 3 and d <= SEEN_RANGE * reach_m else -1)
 
 
 def _inside_obstacle(world: World, x: float, y: float, things: list[_Thing], margin_m: float = 1.0) -> bool:

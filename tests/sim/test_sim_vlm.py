@@ -199,14 +199,15 @@ def test_quick_training_writes_loadable_files(tmp_path):
 
 
 def test_labels_share_the_eval_truth_ranges():
-    """A hydrant counts as seen up to the eval truth's range (8 x its size, at least 15 m), is unsure just
-    past it and unseen far past it; a building counts within 30 m of its outline, not from 60 m."""
+    """A hydrant is labelled seen in the near part of the eval truth's range (8 x its size, at least 15 m),
+    unsure in its far part and just past it, unseen far past it; a building seen from 15 m, not from 60 m."""
     from robot_app.sim.eval_truth import TruthParams, object_size_m
-    from robot_app.sim.views import UNSURE_RANGE, view_range_m
+    from robot_app.sim.views import SEEN_RANGE, UNSURE_RANGE, view_range_m
 
     p = TruthParams()
     reach = view_range_m("fire hydrant")
-    assert reach == min(p.object_view_max_m, max(p.object_view_m, p.object_view_per_size * object_size_m("fire hydrant")))
+    size = object_size_m("fire hydrant")
+    assert reach == min(p.object_view_max_m, max(p.object_view_m, p.object_view_per_size * size))
     assert view_range_m("red building") == p.building_view_m
     col = {c: i for i, c in enumerate(CATEGORIES)}
 
@@ -216,7 +217,8 @@ def test_labels_share_the_eval_truth_ranges():
             "objects": [{"category": "fire hydrant", "at": [d, 0.0]}]})
         return label_pose(world, 0.0, 0.0, 0.0)[col["fire hydrant"]]
 
-    assert hydrant_at(0.9 * reach) == 1
+    assert hydrant_at(0.9 * SEEN_RANGE * reach) == 1
+    assert hydrant_at(0.5 * (1 + SEEN_RANGE) * reach) == -1  # the truth counts it: never labelled unseen
     assert hydrant_at(0.5 * (1 + UNSURE_RANGE) * reach) == -1
     assert hydrant_at(1.2 * UNSURE_RANGE * reach) == 0
 
@@ -226,7 +228,7 @@ def test_labels_share_the_eval_truth_ranges():
             "buildings": [{"category": "red building", "center": [gap_m + 5.0, 0.0], "size_m": [10.0, 30.0, 12.0]}]})
         return label_pose(world, 0.0, 0.0, 0.0)[col["red building"]]
 
-    assert building_at(20.0) == 1 and building_at(60.0) == 0
+    assert building_at(15.0) == 1 and building_at(60.0) == 0
 
 
 def test_path_poses_face_along_the_path():
