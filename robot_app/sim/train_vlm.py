@@ -2,14 +2,15 @@
 
 :func:`train_sim_vlm` renders labelled views (:mod:`robot_app.sim.views`), trains the small CNN image
 encoder of :mod:`models.export.sim_vlm` so that the cosine of a view's embedding with the FROZEN MiniLM
-embedding of a TRAIN phrasing of a category is at a fixed target when the evaluation's ground truth
-counts the category as seen from that pose and low when it does not, exports the CLIP-format files,
+embedding of a TRAIN phrasing of a category is at a fixed target when the view is labelled as showing
+the category (:func:`robot_app.sim.views.label_pose`: the near part of the evaluation's ground-truth
+range) and low when it is labelled as not showing it, exports the CLIP-format files,
 and measures them through the production runtime (:func:`models.clip.open_clip_model`, onnxruntime)
 on HELD-OUT renders (other poses, other noise seed) with HELD-OUT phrasings.
 
 Loss (per batch of B views, C categories, one train phrasing t_c drawn per category and step), over
 the labelled (view, category) pairs: ``(cos(f_i, t_c) - POS_COSINE)^2`` for a seen category (two-sided:
-a near, well-seen instance must not outscore a far one that still counts, so that among the instances
+a near, well-seen instance must not outscore a farther one that is also seen, so that among the instances
 of a landmark the walk length decides, as LM-Nav's objective intends, Shah et al. 2022, Sec. 4) and
 ``max(0, cos - NEG_COSINE)^2`` for an unseen one (a margin, as in contrastive hinge losses), each
 averaged over its own pairs. An earlier version trained "as high as possible" (a sigmoid loss plus a
@@ -26,8 +27,8 @@ Calibration: ``logit_scale`` is the temperature that maximises the held-out log-
 showing a landmark under the softmax over a world's views (temperature scaling, Guo et al. 2017,
 Sec. 4.2), on held-out MAP-LIKE views only (poses on the paths, heading along them: what the planner's
 softmax runs over, LM-Nav's P(v | l) over map nodes; the figure over all held-out views is kept as
-``logit_scale_all_views``); ``landmark_min_cosine`` separates the best-view cosine of landmarks in a world from that of
-landmarks absent from it (:func:`models.clip.calibrate_min_cosine`).
+``logit_scale_all_views``); ``landmark_min_cosine`` separates the best-view cosine of landmarks in a
+world from that of landmarks absent from it (:func:`models.clip.calibrate_min_cosine`).
 """
 
 from __future__ import annotations
