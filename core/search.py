@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,6 +86,11 @@ def validate_graph(indptr, indices, weights) -> tuple[np.ndarray, np.ndarray, np
         Naming the argument: wrong dimensions, ``indptr`` not starting at 0 / not non-decreasing /
         not ending at ``len(indices)``, an index out of range, NaN/inf or negative weights.
     """
+    return _checked_graph(indptr, indices, weights)[0]
+
+
+def _checked_graph(indptr, indices, weights) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple]:
+    """:func:`validate_graph`'s arrays and ``(min, max, mean)`` of D over the non-loop edges, in one pass."""
     indptr = np.ascontiguousarray(indptr)
     indices = np.ascontiguousarray(indices)
     weights = np.ascontiguousarray(weights)
@@ -102,7 +108,9 @@ def validate_graph(indptr, indices, weights) -> tuple[np.ndarray, np.ndarray, np
     indptr = indptr.astype(np.int64, copy=False)
     indices = indices.astype(np.int64, copy=False)
     n = indptr.shape[0] - 1
-    problem = kern.csr_problem(indptr, indices, weights.astype(np.float64, copy=False))  # one pass
+    # float32 maps are checked as they are; other dtypes in float64, before the float32 conversion
+    problem, w_min, w_max, w_mean = kern.csr_check(
+        indptr, indices, weights if weights.dtype == np.float32 else weights.astype(np.float64))
     if problem == 1:
         raise ValueError("indptr: must start at 0, be non-decreasing and end at len(indices)")
     if problem == 2:
@@ -111,7 +119,7 @@ def validate_graph(indptr, indices, weights) -> tuple[np.ndarray, np.ndarray, np
         raise ValueError("weights: NaN or infinite edge weight")
     if problem == 4:
         raise ValueError("weights: negative edge weight (D is a temporal distance, >= 0)")
-    return indptr, indices, weights.astype(np.float32, copy=False)
+    return (indptr, indices, weights.astype(np.float32, copy=False)), (w_min, w_max, w_mean)
 
 
 def _validate_logp(landmark_logp, n: int) -> np.ndarray:
@@ -120,7 +128,7 @@ def _validate_logp(landmark_logp, n: int) -> np.ndarray:
         raise ValueError(f"landmark_logp: expected shape (N={n}, K), got {logp.shape}")
     if not np.issubdtype(logp.dtype, np.floating) and not np.issubdtype(logp.dtype, np.integer):
         raise ValueError(f"landmark_logp: expected a float dtype, got {logp.dtype}")
-    logp = np.ascontiguousarray(logp, dtype=np.float64)
+    logp = logp.astype(np.float64, copy=False)  # any layout: the search kernel reads it strided
     if np.isnan(logp).any():
         raise ValueError("landmark_logp: contains NaN")
     if np.isposinf(logp).any():
@@ -168,10 +176,15 @@ def walk_length(nodes: np.ndarray, indptr, indices, weights) -> float:
 
 def _validate_request(indptr, indices, weights, landmark_logp, start, alpha):
     """All of a planner's arguments checked and converted (see :func:`plan_walk` for the errors)."""
-    indptr, indices, weights = validate_graph(indptr, indices, weights)
+    return _validate_request_stats(indptr, indices, weights, landmark_logp, start, alpha)[0]
+
+
+def _validate_request_stats(indptr, indices, weights, landmark_logp, start, alpha):
+    """:func:`_validate_request` and the edge statistics of :func:`_checked_graph`."""
+    (indptr, indices, weights), stats = _checked_graph(indptr, indices, weights)
     n = indptr.shape[0] - 1
     return (indptr, indices, weights, _validate_logp(landmark_logp, n), _validate_start(start, n),
-            _validate_alpha(alpha))
+            _validate_alpha(alpha)), stats
 
 
 def _start_only(start: int) -> WalkResult:
@@ -212,22 +225,22 @@ def plan_walk(indptr, indices, weights, landmark_logp, start, *, alpha: float = 
     """
     from core import _search_kernels as kern
 
-    indptr, indices, weights, logp, start, alpha = _validate_request(indptr, indices, weights, landmark_logp,
-                                                                     start, alpha)
+    (indptr, indices, weights, logp, start, alpha), stats = _validate_request_stats(
+        indptr, indices, weights, landmark_logp, start, alpha)
     k = logp.shape[1]
     if k == 0:
         return _start_only(start)
-    delta, n_circ = _bucket_width(indices, weights, alpha, indptr)
+    delta, n_circ = _bucket_width(indices, weights, alpha, indptr, stats)
     status = -1
     if delta > 0:
-        cost, end, pred, status = kern.lmnav_search(indptr, indices, weights, logp, np.int64(start), alpha, delta,
-                                                    n_circ)
+        end, pred, status = _search(kern, indptr, indices, weights, logp, start, alpha, delta, n_circ)
         if status == 1:
             log.info("plan_walk: no walk from node %d reaches all %d landmarks", start, k)
             return _unreachable(start)
         objective = None  # from the walk below: sum_i G(v_{t_i}, i) - alpha * length, the objective's definition
     if status != 0:  # alpha = 0, zero-weight map, or extreme score ranges: the level-by-level DP
-        q_last, pred = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(start), alpha, delta, n_circ, False)
+        q_last, pred = kern.lmnav_dp(indptr, indices, weights, np.ascontiguousarray(logp), np.int64(start), alpha,
+                                     delta, n_circ, False)
         end = int(np.argmax(q_last))
         objective = float(q_last[end])
         if not np.isfinite(objective):
@@ -240,7 +253,33 @@ def plan_walk(indptr, indices, weights, landmark_logp, start, *, alpha: float = 
     return WalkResult(nodes, positions, objective, length)
 
 
-def _bucket_width(indices, weights, alpha, indptr) -> tuple[float, int]:
+_SCRATCH = threading.local()
+
+
+def _search(kern, indptr, indices, weights, logp, start, alpha, delta, n_circ):
+    """Run ``lmnav_search`` with this thread's scratch arrays (grown as needed, then reused: fresh pages
+    for every plan cost about 15 % of a search). Returns ``(end, pred, status)``."""
+    n, k = logp.shape
+    total = (k + 1) * n
+    sc = getattr(_SCRATCH, "arrays", None)
+    if sc is None or sc[0].shape[0] < total:
+        cap = max(n + indices.shape[0] + 16, sc[2].shape[0] if sc else 0)
+        sc = _SCRATCH.arrays = (np.empty(total), np.empty(total, np.int32), *_entries(cap))
+    while True:
+        cost, pred_buf, *entries = sc
+        pred = pred_buf[:total].reshape(k + 1, n)
+        _, end, status = kern.lmnav_search(indptr, indices, weights, logp, np.int64(start), alpha, delta, n_circ,
+                                           cost, pred, *entries)
+        if status != -2:
+            return end, pred, status
+        sc = _SCRATCH.arrays = (cost, pred_buf, *_entries(2 * entries[0].shape[0]))  # the queue outgrew them
+
+
+def _entries(cap: int) -> tuple:
+    return (np.empty(cap, np.int32), np.empty(cap, np.int32), np.empty(cap, np.int32), np.empty(cap))
+
+
+def _bucket_width(indices, weights, alpha, indptr, stats=None) -> tuple[float, int]:
     """Bucket width and ring size for the bucket kernels; ``(0.0, 0)`` selects the heap kernel
     (no edge with D > 0, alpha = 0, or a D range too wide). Zero-weight edges are fine: the buckets
     are label-correcting.
@@ -250,9 +289,9 @@ def _bucket_width(indices, weights, alpha, indptr) -> tuple[float, int]:
     buckets than Dial's width alpha x min(D) on maps with a few very short edges (measured with
     ``robot-app bench search``).
     """
-    from core import _search_kernels as kern
-
-    w_min, w_max, w_mean = kern.edge_stats(indptr, indices, weights)
+    if stats is None:
+        stats = _checked_graph(indptr, indices, weights)[1]
+    w_min, w_max, w_mean = stats
     if not np.isfinite(w_min) or alpha == 0.0 or w_mean == 0.0:
         return 0.0, 0
     width = max(w_min, w_mean / 4.0)

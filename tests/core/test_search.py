@@ -234,7 +234,7 @@ def test_extreme_alpha_and_scores_give_the_reference_answer(alpha, floor):
 def test_layered_search_matches_the_level_by_level_dp(seed, zero_weights):
     """lmnav_search (one Dijkstra over (landmark, node) states, early stop) = max of lmnav_dp's Q(K, .)."""
     from core import _search_kernels as kern
-    from core.search import _bucket_width
+    from core.search import _bucket_width, _search
 
     indptr, indices, weights, _ = random_geometric_graph(400, degree=6, seed=seed)
     if zero_weights:
@@ -245,12 +245,11 @@ def test_layered_search_matches_the_level_by_level_dp(seed, zero_weights):
     logp[rng.random(logp.shape) < 0.3] = -np.inf  # landmarks impossible at some nodes
     delta, n_circ = _bucket_width(indices, weights, 0.01, indptr)
     assert delta > 0
-    cost, end, pred, status = kern.lmnav_search(indptr, indices, weights, logp, np.int64(5), 0.01, delta, n_circ)
+    end, pred, status = _search(kern, indptr, indices, weights, logp, 5, 0.01, delta, n_circ)
     assert status == 0
     q, _ = kern.lmnav_dp(indptr, indices, weights, logp, np.int64(5), 0.01, 0.0, 0, True)
-    m = np.max(logp, axis=0)
-    assert m.sum() - cost == pytest.approx(q.max(), rel=1e-12, abs=1e-12)
     nodes, positions = kern.reconstruct_walk(pred, np.int64(end), np.int64(5))
+    assert nodes[-1] == end and positions[-1] == len(nodes) - 1  # the best walk ends at its last landmark
     r = plan_walk(indptr, indices, weights, logp, 5, alpha=0.01)
     assert r.objective == pytest.approx(q.max(), rel=1e-12)
     assert objective_of(r, logp, indptr, indices, weights, 0.01) == pytest.approx(r.objective, rel=1e-12)
@@ -259,16 +258,32 @@ def test_layered_search_matches_the_level_by_level_dp(seed, zero_weights):
 
 def test_layered_search_reports_unreachable_and_gives_way_to_the_dp_on_huge_score_ranges():
     from core import _search_kernels as kern
-    from core.search import _bucket_width
+    from core.search import _bucket_width, _search
 
     indptr, indices, weights, _ = random_geometric_graph(100, degree=6, seed=2)
     delta, n_circ = _bucket_width(indices, weights, 0.01, indptr)
     logp = np.full((100, 2), -1.0)
     logp[:, 1] = -np.inf  # the second landmark is nowhere
-    assert kern.lmnav_search(indptr, indices, weights, logp, np.int64(0), 0.01, delta, n_circ)[3] == 1
+    assert _search(kern, indptr, indices, weights, logp, 0, 0.01, delta, n_circ)[2] == 1
     logp = np.full((100, 2), -1e12)
     logp[9, 1] = 0.0  # visit costs need far more ring buckets than allowed: status -1, plan_walk uses the DP
-    assert kern.lmnav_search(indptr, indices, weights, logp, np.int64(0), 0.01, delta, n_circ)[3] == -1
+    assert _search(kern, indptr, indices, weights, logp, 0, 0.01, delta, n_circ)[2] == -1
     r = plan_walk(indptr, indices, weights, logp, 0, alpha=0.01)
     q = dp_values_python(indptr, indices, weights, logp, 0, alpha=0.01)
     assert r.ok and r.objective == pytest.approx(max(q), rel=1e-12)
+
+
+def test_search_scratch_grows_and_is_reused_across_map_sizes():
+    """The thread's scratch arrays grow for a bigger map or a longer queue and give the same answers."""
+    import core.search as search
+
+    search._SCRATCH.__dict__.pop("arrays", None)
+    for n, k in ((50, 2), (600, 4), (80, 1), (600, 6)):
+        indptr, indices, weights, _ = random_geometric_graph(n, degree=6, seed=n + k)
+        logp = np.log(np.random.default_rng(k).dirichlet(np.ones(n), size=k).T)  # a transposed (F-order) array
+        r = plan_walk(indptr, indices, weights, logp, 0, alpha=0.01)
+        assert r.objective == pytest.approx(max(dp_values_python(indptr, indices, weights, logp, 0, alpha=0.01)),
+                                            rel=1e-12)
+    search._SCRATCH.arrays = search._SCRATCH.arrays[:2] + search._entries(4)  # a queue far too small: it grows
+    r2 = plan_walk(indptr, indices, weights, logp, 0, alpha=0.01)
+    assert r2.objective == pytest.approx(r.objective, rel=1e-15) and search._SCRATCH.arrays[2].shape[0] > 4
