@@ -85,6 +85,15 @@ def clean_text(text: str) -> str:
     return _WS.sub(" ", text).strip().lower()
 
 
+def check_texts(texts) -> None:
+    """Raise :class:`ValueError` unless ``texts`` is a sequence of strings (naming the bad item)."""
+    if isinstance(texts, str):
+        raise ValueError("texts: expected a list of strings, got one string")
+    for j, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise ValueError(f"texts[{j}]: expected a string, got {type(t).__name__}")
+
+
 class ClipTokenizer:
     """open_clip-equal CLIP BPE tokenizer on the ``tokenizers`` library (no torch).
 
@@ -114,11 +123,7 @@ class ClipTokenizer:
         ValueError
             ``texts`` is a bare string or holds a non-string.
         """
-        if isinstance(texts, str):
-            raise ValueError("texts: expected a list of strings, got one string")
-        for j, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise ValueError(f"texts[{j}]: expected a string, got {type(t).__name__}")
+        check_texts(texts)
         encs = self._tok.encode_batch([clean_text(t) for t in texts], add_special_tokens=False)
         out = np.zeros((len(texts), self.context_length), dtype=np.int64)
         for j, enc in enumerate(encs):
@@ -181,11 +186,7 @@ class WordPieceTokenizer:
         ValueError
             ``texts`` is a bare string or holds a non-string.
         """
-        if isinstance(texts, str):
-            raise ValueError("texts: expected a list of strings, got one string")
-        for j, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise ValueError(f"texts[{j}]: expected a string, got {type(t).__name__}")
+        check_texts(texts)
         if not texts:
             return np.zeros((0, 0), dtype=np.int64)
         encs = self._tok.encode_batch(list(texts))

@@ -20,6 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
+from models.clip_preprocess import check_texts
 from models.onnx_common import CPU, check_session_io, l2_normalise, open_session
 from models.sidecar import ModelMissing, read_sidecar
 
@@ -55,11 +56,7 @@ class TextEmbedder:
         ValueError
             ``texts`` is a bare string or holds a non-string.
         """
-        if isinstance(texts, str):
-            raise ValueError("texts: expected a list of strings, got one string")
-        for j, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise ValueError(f"texts[{j}]: expected a string, got {type(t).__name__}")
+        check_texts(texts)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), self.batch_size):
             chunk = list(texts[start:start + self.batch_size])
