@@ -72,6 +72,41 @@ class FramePublisher:
             except Exception:  # noqa: BLE001 - a consumer's bug must not stop the camera
                 log.exception("camera subscriber failed")
 
+    async def _run_worker(self, work: Callable[[threading.Event, Callable[[bytes, float], None]], None],
+                          name: str) -> None:
+        """Run ``work(stop, publish)`` in a daemon thread until it returns or raises, or this task is
+        cancelled (then ``stop`` is set and the thread joined). ``publish(jpeg, t_mono_s)`` hands a frame
+        to the event loop, which numbers it and delivers it to the subscribers; what ``work`` raises is
+        raised here."""
+        loop = asyncio.get_running_loop()
+        stop = threading.Event()
+        done: asyncio.Future = loop.create_future()
+
+        def finish(exc: BaseException | None) -> None:
+            if not done.done():
+                done.set_result(None) if exc is None else done.set_exception(exc)
+
+        def publish(jpeg: bytes, t_mono_s: float) -> None:
+            frame = Frame(jpeg, t_mono_s, self.frames_read)
+            self.frames_read += 1
+            loop.call_soon_threadsafe(self._deliver, frame)
+
+        def target() -> None:
+            try:
+                work(stop, publish)
+            except Exception as exc:  # noqa: BLE001 - raised in the awaiting task instead
+                loop.call_soon_threadsafe(finish, exc)
+            else:
+                loop.call_soon_threadsafe(finish, None)
+
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        try:
+            await done
+        finally:
+            stop.set()
+            await asyncio.to_thread(thread.join, 2.0)
+
 
 class Camera(FramePublisher):
     """Supervised component (``name = "camera"``) publishing the frames of an OpenCV capture."""
@@ -85,18 +120,10 @@ class Camera(FramePublisher):
         self.loop_video = Path(cfg.source).is_file() if loop_video is None else loop_video
 
     async def run(self) -> None:
-        loop = asyncio.get_running_loop()
-        stop = threading.Event()
-        done: asyncio.Future = loop.create_future()
-
-        def reader():
+        def reader(stop: threading.Event, publish) -> None:
             import cv2
 
-            try:
-                cap = _open_capture(self.cfg.source, self.cfg)
-            except Exception as exc:  # noqa: BLE001
-                loop.call_soon_threadsafe(lambda: done.done() or done.set_exception(exc))
-                return
+            cap = _open_capture(self.cfg.source, self.cfg)
             period = 1.0 / self.cfg.fps
             params = [cv2.IMWRITE_JPEG_QUALITY, int(self.cfg.jpeg_quality)]
             failures = 0
@@ -116,21 +143,10 @@ class Camera(FramePublisher):
                     t = time.monotonic()
                     ok, buf = cv2.imencode(".jpg", img, params)
                     if ok:
-                        frame = Frame(buf.tobytes(), t, self.frames_read)
-                        self.frames_read += 1
-                        loop.call_soon_threadsafe(self._deliver, frame)
+                        publish(buf.tobytes(), t)
                     if self.loop_video:  # a file plays at the configured rate, like a device
                         time.sleep(period)
-                loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
-            except Exception as exc:  # noqa: BLE001
-                loop.call_soon_threadsafe(lambda: done.done() or done.set_exception(exc))
             finally:
                 cap.release()
 
-        thread = threading.Thread(target=reader, name="camera-reader", daemon=True)
-        thread.start()
-        try:
-            await done
-        finally:
-            stop.set()
-            await asyncio.to_thread(thread.join, 2.0)
+        await self._run_worker(reader, "camera-reader")

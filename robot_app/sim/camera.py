@@ -14,12 +14,11 @@ therefore run in the same process.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
 
-from robot_app.camera import CameraError, Frame, FramePublisher
+from robot_app.camera import CameraError, FramePublisher
 
 __all__ = ["SimCamera", "set_active_plant", "active_plant", "world_plant_from_config"]
 
@@ -96,15 +95,7 @@ class SimCamera(FramePublisher):
         if plant is None:
             raise CameraError('[camera] source "sim": no simulated world runs in this process '
                               "(start the device simulators with a world in the same process)")
-        loop = asyncio.get_running_loop()
-        stop = threading.Event()
-        done: asyncio.Future = loop.create_future()
-
-        def finish(exc: BaseException | None) -> None:
-            if not done.done():
-                done.set_result(None) if exc is None else done.set_exception(exc)
-
-        def worker() -> None:
+        def worker(stop: threading.Event, publish) -> None:
             try:
                 from robot_app.sim.render import WorldRenderer
 
@@ -112,31 +103,18 @@ class SimCamera(FramePublisher):
                                     hfov_deg=self.sim.hfov_deg, camera_height_m=self.sim.camera_height_m,
                                     seed=self.sim.seed, noise_std=self.sim.image_noise)
             except Exception as exc:  # noqa: BLE001
-                loop.call_soon_threadsafe(finish, CameraError(f'[camera] source "sim": {exc}'))
-                return
+                raise CameraError(f'[camera] source "sim": {exc}') from exc
             period = 1.0 / self.cfg.fps
             t_next = time.monotonic()
             try:
                 while not stop.is_set():
                     st = plant.state()
                     t = time.monotonic()
-                    jpeg = ren.render_jpeg(st.x_m, st.y_m, st.yaw_rad, index=self.frames_read,
-                                           quality=self.cfg.jpeg_quality)
-                    frame = Frame(jpeg, t, self.frames_read)
-                    self.frames_read += 1
-                    loop.call_soon_threadsafe(self._deliver, frame)
+                    publish(ren.render_jpeg(st.x_m, st.y_m, st.yaw_rad, index=self.frames_read,
+                                            quality=self.cfg.jpeg_quality), t)
                     t_next = max(t_next + period, time.monotonic())
                     stop.wait(max(0.0, t_next - time.monotonic()))
-                loop.call_soon_threadsafe(finish, None)
-            except Exception as exc:  # noqa: BLE001
-                loop.call_soon_threadsafe(finish, exc)
             finally:
                 ren.close()
 
-        thread = threading.Thread(target=worker, name="sim-camera", daemon=True)
-        thread.start()
-        try:
-            await done
-        finally:
-            stop.set()
-            await asyncio.to_thread(thread.join, 2.0)
+        await self._run_worker(worker, "sim-camera")
