@@ -100,7 +100,7 @@ def _explore(world: World, iset: InstructionSet, s: EvalSettings, out: Path) -> 
 
     key = {"world": Path(world.source).read_text(encoding="utf-8") if Path(world.source).is_file() else world.name,
            "route": iset.route, "speed": iset.speed_mps, "seed": s.seed, "size": [s.width, s.height],
-           "hfov": s.hfov_deg, "version": 1}
+           "hfov": s.hfov_deg, "version": 2}
     digest = _digest(key)
     folder, meta = out / "exploration", out / "exploration.json"
     if folder.is_dir() and meta.is_file():
