@@ -50,6 +50,31 @@ def register(sub, groups) -> None:
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     p.set_defaults(func=_eval_sim)
 
+    t = groups["eval"].add_parser(
+        "sim-tune", help="choose the planner's alpha on generated development instructions (not the reported sets)",
+        description="Generate a seeded development set of instructions per world from the world's ground truth "
+                    "(random start, 2-4 landmark categories, truth = the instances a perfect category detector's "
+                    "shortest walk visits), ground them with the sim VLM and report LM-Nav planning success for "
+                    "each alpha of a grid. Prints the alpha to set as [planner] alpha; writes sim-tune.json and "
+                    "sim-tune.png to --out. Reuses the explorations and maps of `robot-app eval sim` in "
+                    "--out/WORLD.")
+    t.add_argument("--world", action="append", default=None,
+                   help="shipped world name or .toml file; repeat for several (default: campus and industrial)")
+    t.add_argument("--models", type=Path, default=None,
+                   help="models folder (default: the shipped sim models, else [paths] models_dir)")
+    t.add_argument("--instructions", type=Path, default=None,
+                   help="instruction set JSON whose exploration route records the map (its instructions are not "
+                        "used; default: the world's shipped set)")
+    t.add_argument("--out", type=Path, default=Path("eval-sim-tune"), help="output folder (default: ./eval-sim-tune)")
+    t.add_argument("--n", type=int, default=60, help="development instructions per world (default 60)")
+    t.add_argument("--seed", type=int, default=1, help="seed of the development set (default 1)")
+    t.add_argument("--alphas", default=None,
+                   help="comma-separated alpha grid per VNM time step (default 0.001,0.002,0.005,...,0.2)")
+    t.add_argument("--logit-scale", type=float, default=None,
+                   help="grounding logit scale (default: [planner] logit_scale, else the model's own)")
+    t.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    t.set_defaults(func=_eval_sim_tune)
+
 
 def _eval_sim(args, config) -> int:
     try:
@@ -98,4 +123,55 @@ def _eval_sim(args, config) -> int:
               f"LM-Nav efficiency above max-likelihood: {'yes' if t['lmnav_efficiency_above_max_likelihood'] else 'NO'} "
               f"({lm['efficiency_mean_all'] or 0:.2f} vs {ml['efficiency_mean_all'] or 0:.2f}, failed plans = 0)")
         print(f"\nreport: {report['report']}\nchart:  {report['chart']}\n({report['wall_s']:.0f} s)")
+    return 0
+
+
+def _eval_sim_tune(args, config) -> int:
+    try:
+        import pybullet  # noqa: F401
+    except ImportError as exc:
+        raise UsageError("eval sim-tune needs the simulated world: pip install 'robot-app[sim]'") from exc
+    from robot_app.sim.eval import EvalError
+    from robot_app.sim.eval_instructions import InstructionFileError
+    from robot_app.sim.eval_tune import DEFAULT_ALPHAS, TuneSettings, run_sim_tune
+    from robot_app.sim.world import WorldError
+
+    if not 1 <= args.n <= 10000:
+        raise UsageError(f"--n {args.n}: must be 1-10000")
+    alphas = DEFAULT_ALPHAS
+    if args.alphas is not None:
+        try:
+            alphas = tuple(float(a) for a in args.alphas.split(",") if a.strip())
+        except ValueError as exc:
+            raise UsageError(f"--alphas {args.alphas!r}: expected comma-separated numbers") from exc
+        if not alphas or not all(0 < a < float("inf") for a in alphas):
+            raise UsageError(f"--alphas {args.alphas!r}: every alpha must be a finite number > 0")
+    if args.logit_scale is not None and not 0 < args.logit_scale < float("inf"):
+        raise UsageError(f"--logit-scale {args.logit_scale}: must be a finite number > 0")
+    if args.models is not None and not args.models.is_dir():
+        raise UsageError(f"--models {args.models}: no such folder")
+    if args.instructions is not None and not args.instructions.is_file():
+        raise UsageError(f"--instructions {args.instructions}: no such file")
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out}: exists and is not a folder")
+    settings = TuneSettings(instructions=str(args.instructions) if args.instructions else None, worlds=tuple(args.world or ("campus", "industrial")), out_dir=str(args.out),
+                            models_dir=str(args.models) if args.models else None, n=args.n, seed=args.seed,
+                            alphas=alphas, logit_scale=args.logit_scale, progress=not args.json)
+    try:
+        report = run_sim_tune(settings, config)
+    except (WorldError, InstructionFileError, EvalError, ValueError) as exc:
+        raise UsageError(str(exc)) from exc
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    names = list(report["worlds"])
+    print(f"{'alpha':>8}  " + "  ".join(f"{n:>12}" for n in names) + f"  {'mean':>6}")
+    for i, a in enumerate(report["alphas"]):
+        cells = "  ".join(f"{100 * report['worlds'][n]['success_rate'][i]:>11.0f}%" if report["worlds"][n]["success_rate"]
+                          else f"{'-':>12}" for n in names)
+        print(f"{a:>8.4g}  {cells}  {100 * report['mean_success_rate'][i]:>5.0f}%")
+    scales = ", ".join(f"{n} {w['logit_scale']:.4g}" for n, w in report["worlds"].items())
+    print(f"\nLM-Nav planning success on {report['n']} development instructions per world (seed {report['seed']}), "
+          f"logit scale {scales}.\nchosen alpha: {report['alpha']:.4g}  (set it as [planner] alpha)"
+          f"\nreport: {report['report']}\nchart:  {report['chart']}\n({report['wall_s']:.0f} s)")
     return 0

@@ -1,0 +1,289 @@
+"""``robot-app eval sim-tune``: choose the planner's alpha on generated DEVELOPMENT instructions.
+
+The walk objective (LM-Nav, Shah et al. 2022, Sec. 4; DESIGN.md "Objective") trades the grounding
+log-likelihoods ``G(v, i)`` against ``alpha`` times the walk length in VNM time steps. What matters is
+alpha against the logit scale of the grounding model; neither has a value that holds for every pair of
+models, so alpha is chosen on data. It must not be chosen on the instruction sets that report the
+figures (``robot-app eval sim``): this module generates a separate development set per world from the
+world's ground truth alone, seeded, and measures LM-Nav planning success on it over a grid of alphas.
+
+A development instruction (:func:`generate_dev_set`):
+
+- a start node drawn from the map's nodes;
+- K = 2-4 distinct landmark categories of the world, each seen from at least one map node (ground truth
+  of :mod:`robot_app.sim.eval_truth`), named by one of the category's phrasings
+  (:data:`robot_app.sim.views.PHRASES`, train and held-out phrasings alike, as an operator words them);
+- its truth: the walk a perfect CATEGORY detector plans (log-likelihood 0 at every node that sees an
+  instance of the category, :data:`robot_app.sim.eval.ORACLE_MISS_LOGP` elsewhere): the instance of
+  each category that the shortest walk visiting them in order passes. That is the premise of LM-Nav's
+  search: where a category has several instances, the instruction's order picks the one on the way. A
+  plan succeeds when each of its landmark nodes sees the truth's instance (LM-Nav Sec. 5, planning
+  success).
+
+No parser runs (the phrases are given): the tuning concerns grounding and search only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from robot_app.sim.eval_truth import TruthParams, truth_node_sets
+
+__all__ = ["DevInstruction", "TuneSettings", "DEFAULT_ALPHAS", "generate_dev_set", "dev_success",
+           "pick_alpha", "run_sim_tune"]
+
+log = logging.getLogger(__name__)
+
+#: Default alpha grid (per VNM time step), log-spaced over two and a half decades.
+DEFAULT_ALPHAS: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
+#: The generic building category names every building: not a landmark of its own here.
+_SKIP_CATEGORIES = frozenset({"building"})
+
+
+@dataclass(frozen=True)
+class DevInstruction:
+    """One generated development instruction (module docstring).
+
+    ``truth_nodes[k]`` is the (M,) int64 array of map nodes that see one of ``targets[k]``.
+    """
+
+    id: str
+    start_node: int
+    categories: tuple[str, ...]
+    phrases: tuple[str, ...]
+    targets: tuple[tuple[str, ...], ...]
+    truth_nodes: tuple[np.ndarray, ...]
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "start_node": self.start_node, "categories": list(self.categories),
+                "phrases": list(self.phrases), "targets": [list(t) for t in self.targets],
+                "truth_nodes": [int(t.size) for t in self.truth_nodes]}
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    """What ``robot-app eval sim-tune`` runs (CLI options)."""
+
+    worlds: tuple[str, ...]
+    out_dir: str
+    models_dir: str | None = None
+    instructions: str | None = None  # whose exploration route records the map (default: the world's shipped set)
+    n: int = 60
+    seed: int = 1
+    alphas: tuple[float, ...] = DEFAULT_ALPHAS
+    logit_scale: float | None = None
+    progress: bool = False
+    truth: TruthParams = TruthParams()
+
+
+def generate_dev_set(world, csr, xy: np.ndarray, yaw: np.ndarray, *, n: int, seed: int,
+                     params: TruthParams = TruthParams(), k_range: tuple[int, int] = (2, 4)) -> list[DevInstruction]:
+    """Generate ``n`` development instructions for a map of ``world`` (module docstring).
+
+    Parameters
+    ----------
+    world
+        The :class:`robot_app.sim.world.World` the map was recorded in.
+    csr
+        ``(indptr, indices, weights)`` of the map (``TopoMap.csr()``), weights in VNM time steps.
+    xy, yaw
+        (N, 2) float true node positions (m, world frame) and (N,) headings (rad).
+    n, seed
+        Number of instructions and the seed of their draw (``numpy.random.default_rng``).
+    params
+        Ground-truth viewing rules.
+    k_range
+        Smallest and largest number of landmarks per instruction.
+
+    Returns
+    -------
+    list of :class:`DevInstruction` (fewer than ``n`` only when the world offers too few categories).
+
+    Raises
+    ------
+    ValueError
+        ``n < 1`` or a bad ``k_range``.
+    """
+    from core.search import plan_walk
+    from robot_app.sim.eval import ORACLE_MISS_LOGP
+    from robot_app.sim.views import PHRASES
+
+    if n < 1:
+        raise ValueError(f"n: expected >= 1, got {n}")
+    if not 1 <= k_range[0] <= k_range[1]:
+        raise ValueError(f"k_range: expected 1 <= low <= high, got {k_range}")
+    xy = np.asarray(xy, dtype=np.float64)
+    n_nodes = xy.shape[0]
+    by_cat: dict[str, list[str]] = {}
+    for name, cat, _, _ in world.landmarks():
+        if cat in PHRASES and cat not in _SKIP_CATEGORIES:
+            by_cat.setdefault(cat, []).append(name)
+    inst_nodes: dict[str, np.ndarray] = {}
+    for names in by_cat.values():
+        for name, nodes in zip(names, truth_node_sets(world, [[m] for m in names], xy, yaw, params=params)):
+            inst_nodes[name] = nodes
+    cats = sorted(c for c, names in by_cat.items() if any(inst_nodes[m].size for m in names))
+    if len(cats) < k_range[0]:
+        log.warning("%s: only %d landmark categories seen from the map: no development set", world.name, len(cats))
+        return []
+    rng = np.random.default_rng(seed)
+    out: list[DevInstruction] = []
+    tries = 0
+    while len(out) < n and tries < 20 * n:
+        tries += 1
+        k = int(rng.integers(k_range[0], min(k_range[1], len(cats)) + 1))
+        chosen = [cats[i] for i in rng.choice(len(cats), size=k, replace=False)]
+        start = int(rng.integers(n_nodes))
+        logp = np.full((n_nodes, k), ORACLE_MISS_LOGP)
+        for j, c in enumerate(chosen):
+            for m in by_cat[c]:
+                logp[inst_nodes[m], j] = 0.0
+        r = plan_walk(*csr, logp, start, alpha=0.01)
+        if not r.ok or np.any(logp[r.landmark_nodes, np.arange(k)] < 0):
+            continue
+        targets = tuple(tuple(m for m in by_cat[c] if int(v) in set(inst_nodes[m].tolist()))
+                        for c, v in zip(chosen, r.landmark_nodes))
+        truth = tuple(np.unique(np.concatenate([inst_nodes[m] for m in t])) for t in targets)
+        phrases = tuple(str(rng.choice(PHRASES[c][0] + PHRASES[c][1])) for c in chosen)
+        out.append(DevInstruction(id=f"{world.name}-dev-{len(out) + 1:03d}", start_node=start,
+                                  categories=tuple(chosen), phrases=phrases, targets=targets, truth_nodes=truth))
+    return out
+
+
+def dev_success(csr, logp: np.ndarray, ins: DevInstruction, alpha: float) -> bool:
+    """Planning success of LM-Nav search on one development instruction (each landmark node of the
+    planned walk sees the truth's instance)."""
+    from core.search import plan_walk
+
+    r = plan_walk(*csr, logp, ins.start_node, alpha=alpha)
+    if not r.ok or len(r.landmark_nodes) != len(ins.truth_nodes):
+        return False
+    return all(bool(np.isin(int(v), t)) for v, t in zip(r.landmark_nodes, ins.truth_nodes))
+
+
+def pick_alpha(alphas, success) -> float:
+    """The alpha of the highest success rate; among ties, the middle of the longest run of neighbouring
+    grid values that tie (the centre of the plateau, the choice least sensitive to the grid): its middle
+    value, or the geometric mean of its two middle values.
+
+    Parameters
+    ----------
+    alphas : (A,) increasing floats > 0
+    success : (A,) success rates, or (A, W) per world (the mean over worlds counts)
+    """
+    a = np.asarray(alphas, dtype=np.float64)
+    s = np.asarray(success, dtype=np.float64)
+    s = s.mean(axis=1) if s.ndim == 2 else s
+    if a.ndim != 1 or a.size == 0 or s.shape != a.shape:
+        raise ValueError(f"alphas {a.shape} and success {s.shape}: expected matching non-empty 1-D arrays")
+    best = np.flatnonzero(np.isclose(s, s.max()))
+    runs = np.split(best, np.flatnonzero(np.diff(best) > 1) + 1)
+    run = a[max(runs, key=len)]
+    mid = len(run) // 2
+    return float(run[mid]) if len(run) % 2 else float(math.sqrt(run[mid - 1] * run[mid]))
+
+
+def run_sim_tune(settings: TuneSettings, config) -> dict:
+    """Generate the development sets, measure LM-Nav planning success per alpha and pick alpha.
+
+    Uses (or records and builds) the same exploration and map as ``robot-app eval sim`` in
+    ``out_dir/<world>``. Returns the JSON-ready report, also written to ``out_dir/sim-tune.json``, with a
+    chart ``out_dir/sim-tune.png`` (success rate against alpha, per world).
+
+    Raises
+    ------
+    robot_app.sim.eval.EvalError, robot_app.sim.world.WorldError,
+    robot_app.sim.eval_instructions.InstructionFileError
+        As ``robot-app eval sim``.
+    ValueError
+        An empty or non-positive alpha grid, ``n < 1``.
+    """
+    from core.grounding import log_likelihoods, node_similarity
+    from core.mapstore import open_map
+    from robot_app.sim import eval as ev
+    from robot_app.sim.eval_instructions import load_instructions, shipped_instructions
+    from robot_app.sim.world import load_world
+
+    alphas = tuple(sorted(float(a) for a in settings.alphas))
+    if not alphas or alphas[0] <= 0 or not all(math.isfinite(a) for a in alphas):
+        raise ValueError(f"alphas: expected finite values > 0, got {settings.alphas}")
+    t0 = time.perf_counter()
+    out = Path(settings.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    models_dir = Path(settings.models_dir) if settings.models_dir else ev.default_models_dir(config)
+    cfg = ev._eval_config(config, models_dir, None, 1.0)
+    report: dict = {"models_dir": str(models_dir), "n": settings.n, "seed": settings.seed, "alphas": list(alphas),
+                    "worlds": {}}
+    for wname in settings.worlds:
+        world = load_world(wname)
+        es = ev.EvalSettings(world=wname, out_dir=str(out / world.name), models_dir=str(models_dir),
+                             truth=settings.truth, progress=settings.progress)
+        wout = Path(es.out_dir)
+        wout.mkdir(parents=True, exist_ok=True)
+        ipath = Path(settings.instructions) if settings.instructions else shipped_instructions(world.name)
+        iset = load_instructions(ipath, world=world)  # its exploration route only, never its instructions
+        log_dir, info, _ = ev._explore(world, iset, es, wout)
+        map_path, _, _ = ev._build(log_dir, models_dir, cfg, info["key"], wout, settings.progress)
+        with open_map(map_path) as topomap:
+            ctx = ev._Context(world, topomap, cfg, models_dir, log_dir, es)
+            scale = settings.logit_scale or cfg.planner.logit_scale or ctx.clip.logit_scale
+            dev = generate_dev_set(world, ctx.csr, ctx.true_xy, ctx.true_yaw, n=settings.n, seed=settings.seed,
+                                   params=settings.truth)
+            ok = np.zeros((len(alphas), len(dev)), dtype=bool)
+            for j, ins in enumerate(dev):
+                text = ctx.clip.encode_landmarks(list(ins.phrases))
+                cos = node_similarity(ctx.image_emb, ctx.image_node, text, n_nodes=len(topomap.nodes))
+                logp = log_likelihoods(cos, logit_scale=scale, normalise=cfg.planner.normalise)
+                for i, a in enumerate(alphas):
+                    ok[i, j] = dev_success(ctx.csr, logp, ins, a)
+        report["worlds"][world.name] = {
+            "instructions": len(dev), "logit_scale": float(scale), "clip_model": ctx.clip.model_id,
+            "vnm_model": getattr(ctx.vnm, "model_id", None),
+            "success_rate": [round(float(x), 4) for x in ok.mean(axis=1)] if dev else [],
+            "dev_set": [d.as_dict() for d in dev]}
+    rates = [w["success_rate"] for w in report["worlds"].values() if w["success_rate"]]
+    if not rates:
+        raise ValueError("no development instruction could be generated for these worlds")
+    report["alpha"] = pick_alpha(alphas, np.array(rates).T)
+    report["mean_success_rate"] = [round(float(x), 4) for x in np.mean(rates, axis=0)]
+    report["chart"] = str(_chart(report, out / "sim-tune.png"))
+    report["wall_s"] = round(time.perf_counter() - t0, 1)
+    path = out / "sim-tune.json"
+    report["report"] = str(path)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    tmp.replace(path)
+    return report
+
+
+def _chart(report: dict, path: Path) -> Path:
+    """Success rate against alpha (log axis), one line per world, the chosen alpha marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+    for name, w in report["worlds"].items():
+        if w["success_rate"]:
+            ax.plot(report["alphas"], [100 * x for x in w["success_rate"]], marker="o",
+                    label=f"{name} ({w['instructions']} instructions)")
+    ax.axvline(report["alpha"], color="k", linestyle="--", linewidth=1, label=f"chosen alpha {report['alpha']:.3g}")
+    ax.set_xscale("log")
+    ax.set_xlabel("alpha (per VNM time step)")
+    ax.set_ylabel("LM-Nav planning success on the development set (%)")
+    ax.set_ylim(0, 100)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+

@@ -1,0 +1,137 @@
+"""``robot-app eval sim-tune``: development instructions, alpha choice, a tiny end-to-end run, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.search import plan_walk
+from robot_app.sim.eval import ORACLE_MISS_LOGP
+from robot_app.sim.eval_truth import truth_node_sets
+from robot_app.sim.eval_tune import dev_success, generate_dev_set, pick_alpha
+from robot_app.sim.views import PHRASES
+from robot_app.sim.world import load_world
+
+
+def _line_map(xy: np.ndarray):
+    """A path graph along the given node positions, weights = metres (as time steps)."""
+    n = len(xy)
+    src = np.concatenate([np.arange(n - 1), np.arange(1, n)])
+    dst = np.concatenate([np.arange(1, n), np.arange(n - 1)])
+    w = np.hypot(*(xy[dst] - xy[src]).T)
+    order = np.lexsort((dst, src))
+    src, dst, w = src[order], dst[order], w[order]
+    indptr = np.searchsorted(src, np.arange(n + 1)).astype(np.int64)
+    return indptr, dst.astype(np.int32), w.astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def campus_line():
+    """Nodes every metre along the campus path x = 0 from y = -88 to 80, heading north."""
+    world = load_world("campus")
+    y = np.arange(-88.0, 80.0, 1.0)
+    xy = np.stack([np.zeros_like(y), y], axis=1)
+    yaw = np.full(len(y), np.pi / 2)
+    return world, xy, yaw, _line_map(xy)
+
+
+def _oracle_logp(world, ins, xy, yaw):
+    by_cat: dict = {}
+    for name, cat, _, _ in world.landmarks():
+        by_cat.setdefault(cat, []).append(name)
+    logp = np.full((len(xy), len(ins.categories)), ORACLE_MISS_LOGP)
+    for k, c in enumerate(ins.categories):
+        (nodes,) = truth_node_sets(world, [by_cat[c]], xy, yaw)
+        logp[nodes, k] = 0.0
+    return logp
+
+
+def test_dev_set_is_seeded_valid_and_solved_by_a_perfect_category_detector(campus_line):
+    world, xy, yaw, csr = campus_line
+    dev = generate_dev_set(world, csr, xy, yaw, n=25, seed=3)
+    again = generate_dev_set(world, csr, xy, yaw, n=25, seed=3)
+    other = generate_dev_set(world, csr, xy, yaw, n=25, seed=4)
+    assert len(dev) == 25 and [d.as_dict() for d in dev] == [d.as_dict() for d in again]
+    assert [d.as_dict() for d in dev] != [d.as_dict() for d in other]
+    cats = {n: c for n, c, _, _ in world.landmarks()}
+    for ins in dev:
+        assert 2 <= len(ins.categories) <= 4 and len(set(ins.categories)) == len(ins.categories)
+        assert "building" not in ins.categories
+        for c, phrase, targets, nodes in zip(ins.categories, ins.phrases, ins.targets, ins.truth_nodes):
+            assert phrase in PHRASES[c][0] + PHRASES[c][1]
+            assert targets and all(cats[t] == c for t in targets)
+            assert nodes.size > 0 and np.all(np.diff(nodes) > 0)
+        # the truth is what the perfect category detector's walk visits: it succeeds, at its own alpha
+        assert dev_success(csr, _oracle_logp(world, ins, xy, yaw), ins, 0.01)
+        assert json.loads(json.dumps(ins.as_dict()))["id"] == ins.id
+
+
+def test_dev_success_fails_a_wrong_instance_and_a_missing_landmark(campus_line):
+    world, xy, yaw, csr = campus_line
+    ins = generate_dev_set(world, csr, xy, yaw, n=1, seed=0)[0]
+    logp = np.full((len(xy), len(ins.categories)), ORACLE_MISS_LOGP)
+    logp[0, :] = 0.0  # every landmark "seen" only at node 0, where the truth does not see them all
+    truth0 = all(0 in set(t.tolist()) for t in ins.truth_nodes)
+    assert dev_success(csr, logp, ins, 0.01) == truth0
+    assert not dev_success(csr, logp[:, :1], ins, 0.01)  # fewer landmarks planned than the truth has
+
+
+def test_generate_dev_set_refuses_bad_arguments(campus_line):
+    world, xy, yaw, csr = campus_line
+    with pytest.raises(ValueError, match="n: expected >= 1"):
+        generate_dev_set(world, csr, xy, yaw, n=0, seed=0)
+    with pytest.raises(ValueError, match="k_range"):
+        generate_dev_set(world, csr, xy, yaw, n=1, seed=0, k_range=(3, 2))
+    # a map far from every landmark: nothing to ask for
+    far = np.stack([np.full(5, 500.0), np.arange(5.0)], axis=1)
+    assert generate_dev_set(world, _line_map(far), far, np.zeros(5), n=3, seed=0) == []
+
+
+def test_pick_alpha_takes_the_middle_of_the_best_plateau():
+    alphas = [0.001, 0.002, 0.005, 0.01, 0.02]
+    assert pick_alpha(alphas, [0.1, 0.5, 0.2, 0.1, 0.0]) == pytest.approx(0.002)
+    assert pick_alpha(alphas, [0.1, 0.5, 0.5, 0.5, 0.0]) == pytest.approx(0.005)
+    assert pick_alpha(alphas, [0.1, 0.6, 0.6, 0.2, 0.0]) == pytest.approx(np.sqrt(0.002 * 0.005))
+    # per world: the mean over worlds counts
+    both = np.array([[0.9, 0.1], [0.5, 0.6], [0.1, 0.9], [0.0, 0.0], [0.0, 0.0]])
+    assert pick_alpha(alphas, both) == pytest.approx(0.002)
+    with pytest.raises(ValueError, match="matching"):
+        pick_alpha(alphas, [0.1, 0.2])
+
+
+def test_tiny_tune_runs_end_to_end(tmp_path, tmp_path_factory, capsys):
+    pytest.importorskip("pybullet")
+    from robot_app.cli import main
+    from tests.sim.test_eval_sim import GOOD, _models_dir
+
+    models = _models_dir(tmp_path_factory)
+    capsys.readouterr()
+    f = tmp_path / "route.json"
+    f.write_text(json.dumps(GOOD))
+    out = tmp_path / "tune"
+    args = ["eval", "sim-tune", "--world", "campus", "--instructions", str(f), "--models", str(models),
+            "--out", str(out), "--n", "8", "--alphas", "0.002,0.02"]
+    assert main(args + ["--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    w = report["worlds"]["campus"]
+    assert report["alphas"] == [0.002, 0.02] and 0.002 - 1e-12 <= report["alpha"] <= 0.02 + 1e-12
+    assert 1 <= w["instructions"] <= 8 and len(w["dev_set"]) == w["instructions"]
+    assert len(w["success_rate"]) == 2 and all(0.0 <= x <= 1.0 for x in w["success_rate"])
+    assert Path(report["chart"]).stat().st_size > 1000 and Path(report["report"]).is_file()
+    assert main(args) == 0  # the table; the map is reused
+    text = capsys.readouterr().out
+    assert "chosen alpha" in text and "[planner] alpha" in text
+
+
+def test_tune_cli_refuses_bad_input(tmp_path, capsys):
+    from robot_app.cli import main
+
+    for bad, msg in ((["--n", "0"], "--n 0"), (["--alphas", "x,1"], "--alphas"), (["--alphas", "0,0.1"], "> 0"),
+                     (["--logit-scale", "-2"], "--logit-scale -2"),
+                     (["--models", str(tmp_path / "none")], "no such folder"),
+                     (["--instructions", str(tmp_path / "none.json")], "no such file")):
+        assert main(["eval", "sim-tune", "--out", str(tmp_path / "o")] + bad) == 2
+        assert msg in capsys.readouterr().err
