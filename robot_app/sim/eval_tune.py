@@ -10,15 +10,18 @@ world's ground truth alone, seeded, and measures LM-Nav planning success on it o
 A development instruction (:func:`generate_dev_set`):
 
 - a start node drawn from the map's nodes;
-- K = 2-4 distinct landmark categories of the world, each seen from at least one map node (ground truth
-  of :mod:`robot_app.sim.eval_truth`), named by one of the category's phrasings
-  (:data:`robot_app.sim.views.PHRASES`, train and held-out phrasings alike, as an operator words them);
+- K = 2-4 distinct landmark categories of the world, each with an instance seen from at least
+  :data:`MIN_SEEN_NODES` map nodes (ground truth of :mod:`robot_app.sim.eval_truth`), named by one of
+  the category's phrasings (:data:`robot_app.sim.views.PHRASES`, train and held-out phrasings alike, as
+  an operator words them);
 - its truth: the walk a perfect CATEGORY detector plans (log-likelihood 0 at every node that sees an
   instance of the category, :data:`robot_app.sim.eval.ORACLE_MISS_LOGP` elsewhere): the instance of
-  each category that the shortest walk visiting them in order passes. That is the premise of LM-Nav's
-  search: where a category has several instances, the instruction's order picks the one on the way. A
-  plan succeeds when each of its landmark nodes sees the truth's instance (LM-Nav Sec. 5, planning
-  success).
+  each category that the shortest walk visiting them in order passes (an instruction whose walk would
+  use an instance seen from fewer nodes is not asked). That is the premise of LM-Nav's search: where a
+  category has several instances, the instruction's order picks the one on the way. Where another
+  instance gives a walk at most :data:`AMBIGUOUS_LENGTH` longer, the order does not pick one (an operator
+  would have to say which) and either counts. A plan succeeds when each of its landmark nodes sees one
+  of the truth's instances (LM-Nav Sec. 5, planning success).
 
 No parser runs (the phrases are given): the tuning concerns grounding and search only.
 """
@@ -36,13 +39,19 @@ import numpy as np
 
 from robot_app.sim.eval_truth import TruthParams, truth_node_sets
 
-__all__ = ["DevInstruction", "TuneSettings", "DEFAULT_ALPHAS", "generate_dev_set", "dev_success",
+__all__ = ["DevInstruction", "TuneSettings", "DEFAULT_ALPHAS", "MIN_SEEN_NODES", "generate_dev_set", "dev_success",
            "pick_alpha", "run_sim_tune"]
 
 log = logging.getLogger(__name__)
 
 #: Default alpha grid (per VNM time step), log-spaced over two and a half decades.
 DEFAULT_ALPHAS: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
+#: A landmark instance is asked for only when at least this many map nodes see it (ground truth): about
+#: as many metres of the exploration (1 m node spacing). Instances glimpsed from a node or two (an object
+#: at the edge of the frame at the end of its viewing range) are not landmarks an operator would name.
+MIN_SEEN_NODES = 5
+#: Relative walk-length margin within which two instances of a landmark are both accepted (see above).
+AMBIGUOUS_LENGTH = 0.1
 #: The generic building category names every building: not a landmark of its own here.
 _SKIP_CATEGORIES = frozenset({"building"})
 
@@ -129,7 +138,7 @@ def generate_dev_set(world, csr, xy: np.ndarray, yaw: np.ndarray, *, n: int, see
     for names in by_cat.values():
         for name, nodes in zip(names, truth_node_sets(world, [[m] for m in names], xy, yaw, params=params)):
             inst_nodes[name] = nodes
-    cats = sorted(c for c, names in by_cat.items() if any(inst_nodes[m].size for m in names))
+    cats = sorted(c for c, names in by_cat.items() if any(inst_nodes[m].size >= MIN_SEEN_NODES for m in names))
     if len(cats) < k_range[0]:
         log.warning("%s: only %d landmark categories seen from the map: no development set", world.name, len(cats))
         return []
@@ -150,11 +159,35 @@ def generate_dev_set(world, csr, xy: np.ndarray, yaw: np.ndarray, *, n: int, see
             continue
         targets = tuple(tuple(m for m in by_cat[c] if int(v) in set(inst_nodes[m].tolist()))
                         for c, v in zip(chosen, r.landmark_nodes))
+        if any(max(inst_nodes[m].size for m in t) < MIN_SEEN_NODES for t in targets):
+            continue
+        targets = tuple(t + _near_equal(csr, logp, start, j, [m for m in by_cat[c] if m not in t], inst_nodes,
+                                        r.length * (1.0 + AMBIGUOUS_LENGTH))
+                        for j, (c, t) in enumerate(zip(chosen, targets)))
         truth = tuple(np.unique(np.concatenate([inst_nodes[m] for m in t])) for t in targets)
         phrases = tuple(str(rng.choice(PHRASES[c][0] + PHRASES[c][1])) for c in chosen)
         out.append(DevInstruction(id=f"{world.name}-dev-{len(out) + 1:03d}", start_node=start,
                                   categories=tuple(chosen), phrases=phrases, targets=targets, truth_nodes=truth))
     return out
+
+
+def _near_equal(csr, logp: np.ndarray, start: int, k: int, others, inst_nodes, max_length: float) -> tuple:
+    """The instances among ``others`` that landmark ``k``'s walk can use at most ``max_length`` long."""
+    from core.search import plan_walk
+    from robot_app.sim.eval import ORACLE_MISS_LOGP
+
+    out = []
+    for m in others:
+        if inst_nodes[m].size < MIN_SEEN_NODES:
+            continue
+        forced = logp.copy()
+        forced[:, k] = ORACLE_MISS_LOGP
+        forced[inst_nodes[m], k] = 0.0
+        r = plan_walk(*csr, forced, start, alpha=0.01)
+        if r.ok and r.length <= max_length and np.isin(r.landmark_nodes[k], inst_nodes[m]) \
+                and np.all(forced[r.landmark_nodes, np.arange(forced.shape[1])] == 0.0):
+            out.append(m)
+    return tuple(out)
 
 
 def dev_success(csr, logp: np.ndarray, ins: DevInstruction, alpha: float) -> bool:

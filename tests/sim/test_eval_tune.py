@@ -11,7 +11,7 @@ import pytest
 from core.search import plan_walk
 from robot_app.sim.eval import ORACLE_MISS_LOGP
 from robot_app.sim.eval_truth import truth_node_sets
-from robot_app.sim.eval_tune import dev_success, generate_dev_set, pick_alpha
+from robot_app.sim.eval_tune import MIN_SEEN_NODES, dev_success, generate_dev_set, pick_alpha
 from robot_app.sim.views import PHRASES
 from robot_app.sim.world import load_world
 
@@ -63,6 +63,9 @@ def test_dev_set_is_seeded_valid_and_solved_by_a_perfect_category_detector(campu
         for c, phrase, targets, nodes in zip(ins.categories, ins.phrases, ins.targets, ins.truth_nodes):
             assert phrase in PHRASES[c][0] + PHRASES[c][1]
             assert targets and all(cats[t] == c for t in targets)
+            seen = truth_node_sets(world, [[t] for t in targets], xy, yaw)
+            assert all(n.size >= MIN_SEEN_NODES for n in seen)  # landmarks seen for a few metres at least
+            assert np.array_equal(np.unique(np.concatenate(seen)), nodes)
             assert nodes.size > 0 and np.all(np.diff(nodes) > 0)
         # the truth is what the perfect category detector's walk visits: it succeeds, at its own alpha
         assert dev_success(csr, _oracle_logp(world, ins, xy, yaw), ins, 0.01)
