@@ -103,9 +103,9 @@ def plot_report(ctx, records: dict, out: Path) -> Path:
     route = np.asarray(ctx.scenario.route, dtype=float)
     ax.plot(route[:, 0], route[:, 1], color="0.85", lw=6, zorder=0, label="explored route")
     for b in ctx.world.buildings:
-        from robot_app.demo.truth import _outline
+        from robot_app.demo.truth import building_outline
 
-        o = _outline(b)
+        o = building_outline(b)
         ax.fill(o[:, 0], o[:, 1], color=b.rgb, alpha=0.35, zorder=0)
         ax.annotate(b.name, b.center, fontsize=6, ha="center", color="0.3")
     for o in ctx.world.objects:

@@ -45,7 +45,7 @@ _SCENARIOS = {
                                 "Go past the blue dumpster, then the fire hydrant, and stop at the mailbox."),
     ("campus", True): Scenario("campus", ((0.0, -90.0), (0.0, -15.0)),
                                "Go past the fire hydrant and stop at the stop sign."),
-    ("industrial", False): Scenario("industrial", ((0.0, -80.0), (0.0, 0.0), (62.0, 0.0)),
+    ("industrial", False): Scenario("industrial", ((0.0, -80.0), (0.0, 0.0), (68.0, 0.0)),
                                     "Go past the traffic cone, then the glass building, and stop at the fire hydrant."),
     ("industrial", True): Scenario("industrial", ((0.0, -80.0), (0.0, 0.0), (20.0, 0.0)),
                                    "Go past the traffic cone and stop at the stop sign."),

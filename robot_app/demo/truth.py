@@ -1,13 +1,12 @@
 """Ground truth in world terms: which map nodes show a landmark, the intended walk, the paper's metrics.
 
 LM-Nav (Shah et al., CoRL 2022, Sec. 5) scores a plan against the nodes where each landmark is truly
-visible (hand-labelled there). In the simulated world the labels come from geometry: each map node's
-true pose is the recorded pose at its frame (the exploration log's odometry is the plant's true pose),
-and a node shows a landmark of category c when an instance of c is
-
-- within ``NEAR_M`` of the node (being passed), or
-- within the category's visibility range and inside the camera's horizontal field of view (plus a
-  margin) from the node's heading; for a building, any point of its footprint outline counts.
+visible (hand-labelled there). In the simulated world the labels come from geometry, with the same
+rules as ``robot-app eval sim`` (:func:`robot_app.sim.eval_truth.landmark_nodes`: near it, or within its
+viewing range, inside the camera's field of view and not hidden behind a building). Each map node's
+true pose is the recorded pose at its frame (the exploration log's odometry is the plant's true pose).
+A demo instruction is free text, so its landmarks are categories: a node shows one when it shows ANY
+instance of the category.
 
 The intended walk is the shortest walk from the start through the ground-truth sets in order (the
 same LM-Nav search with G = 0 on true nodes and -inf elsewhere), so planning efficiency
@@ -16,6 +15,7 @@ same LM-Nav search with G = 0 on true nodes and -inf elsewhere), so planning eff
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -23,42 +23,32 @@ import numpy as np
 
 from core.metrics import planning_efficiency, planning_success
 
-__all__ = ["NEAR_M", "RANGE_M", "node_true_poses", "visible_nodes", "LandmarkTruth", "landmark_truth",
+__all__ = ["node_true_poses", "visible_nodes", "LandmarkTruth", "landmark_truth", "building_outline",
            "intended_walk", "plan_metrics", "path_length_m"]
-
-NEAR_M = 4.0
-#: visibility range (m) by size: where the object still spans about 4 deg (6 px of a 160 px wide, 90 deg
-#: frame): a 0.7 m hydrant to ~10 m, a 2-4 m sign, dumpster or tree to ~15 m, a 7 m truck or trailer to 25 m
-RANGE_M = {"white truck": 25.0, "trailer": 25.0, "blue dumpster": 15.0, "picnic table": 15.0, "tree": 15.0,
-           "street lamp": 15.0, "stop sign": 15.0}
-SMALL_RANGE_M = 10.0
-BUILDING_RANGE_M = 30.0
-FOV_MARGIN_DEG = 15.0
 
 
 def node_true_poses(node_t_s: np.ndarray, odom: dict) -> np.ndarray:
     """(N, 3) float64 true (x_m, y_m, yaw_rad) ENU of nodes taken at log times ``node_t_s`` (s).
 
     ``odom`` is a traversal log's odometry (:attr:`core.tlog.TraversalLog.odom`), which in a recorded
-    simulated exploration is the plant's true pose; each node takes the nearest sample in time.
+    simulated exploration is the plant's true pose (interpolated at the node times,
+    :func:`robot_app.sim.eval_truth.node_true_poses`).
 
     Raises
     ------
     ValueError
         If the log has no odometry.
     """
-    t = np.asarray(odom["t_s"], dtype=np.float64)
-    if t.size == 0:
+    from robot_app.sim.eval_truth import node_true_poses as poses_xy_yaw
+
+    if np.asarray(odom.get("t_s", ())).size == 0:
         raise ValueError("the exploration log has no odometry: no true poses for the ground truth")
-    node_t_s = np.asarray(node_t_s, dtype=np.float64)
-    idx = np.clip(np.searchsorted(t, node_t_s), 0, t.size - 1)
-    prev = np.clip(idx - 1, 0, None)
-    idx = np.where(np.abs(t[prev] - node_t_s) < np.abs(t[idx] - node_t_s), prev, idx)
-    return np.stack([odom["x_m"][idx], odom["y_m"][idx], odom["yaw_rad"][idx]], axis=1).astype(np.float64)
+    xy, yaw = poses_xy_yaw(np.asarray(node_t_s, dtype=np.float64), odom)
+    return np.concatenate([xy, yaw[:, None]], axis=1).astype(np.float64)
 
 
-def _outline(b, step_m: float = 2.0) -> np.ndarray:
-    """(P, 2) points along a building's footprint outline, m ENU."""
+def building_outline(b, step_m: float = 2.0) -> np.ndarray:
+    """(P, 2) points along a building's footprint outline, m ENU (for drawing)."""
     c, s = math.cos(b.yaw_rad), math.sin(b.yaw_rad)
     hx, hy = b.size_m[0] / 2, b.size_m[1] / 2
     corners = np.array([(-hx, -hy), (hx, -hy), (hx, hy), (-hx, hy), (-hx, -hy)])
@@ -72,7 +62,7 @@ def _outline(b, step_m: float = 2.0) -> np.ndarray:
 
 
 def visible_nodes(world, poses: np.ndarray, categories, *, hfov_deg: float) -> np.ndarray:
-    """Sorted node ids that show an instance of any of ``categories`` (module docstring's rule).
+    """Sorted (M,) int64 node ids that show an instance of any of ``categories`` (module docstring).
 
     Parameters
     ----------
@@ -81,20 +71,16 @@ def visible_nodes(world, poses: np.ndarray, categories, *, hfov_deg: float) -> n
     categories : iterable of str, world categories
     hfov_deg : the camera's horizontal field of view, degrees
     """
+    from robot_app.sim.eval_truth import TruthParams, landmark_nodes
+
     cats = set(categories)
-    half = math.radians(hfov_deg / 2 + FOV_MARGIN_DEG)
-    xy, yaw = poses[:, :2], poses[:, 2]
+    poses = np.asarray(poses, dtype=np.float64).reshape(-1, 3)
+    params = dataclasses.replace(TruthParams(), hfov_deg=float(hfov_deg))
     seen = np.zeros(len(poses), dtype=bool)
-    targets = [(_outline(b), BUILDING_RANGE_M) for b in world.buildings if b.category in cats]
-    targets += [(np.asarray([o.at]), RANGE_M.get(o.category, SMALL_RANGE_M)) for o in world.objects
-                if o.category in cats]
-    for pts, rng in targets:
-        d = pts[None, :, :] - xy[:, None, :]                      # (N, P, 2)
-        dist = np.hypot(d[..., 0], d[..., 1])
-        bearing = np.arctan2(d[..., 1], d[..., 0]) - yaw[:, None]
-        off = np.abs(np.arctan2(np.sin(bearing), np.cos(bearing)))
-        seen |= ((dist <= rng) & (off <= half)).any(axis=1) | (dist.min(axis=1) <= NEAR_M)
-    return np.flatnonzero(seen)
+    for name, cat, _, _ in world.landmarks():
+        if cat in cats:
+            seen |= landmark_nodes(world, name, poses[:, :2], poses[:, 2], params=params)
+    return np.flatnonzero(seen).astype(np.int64)
 
 
 @dataclass(frozen=True)
