@@ -9,8 +9,10 @@ world's ground truth alone, seeded, and measures LM-Nav planning success on it o
 
 A development instruction (:func:`generate_dev_set`):
 
-- a start node drawn from the map's nodes;
-- K = 2-4 distinct landmark categories of the world, each with an instance seen from at least
+- a stretch of the exploration drive (:data:`DRIVE_NODES` consecutive map nodes from a random start
+  node, which is the instruction's start);
+- K = 2-4 distinct landmark categories that the stretch passes, in the order it first sees them (as an
+  operator who watched that drive would name them), each with an instance seen from at least
   :data:`MIN_SEEN_NODES` map nodes (ground truth of :mod:`robot_app.sim.eval_truth`), named by one of
   the category's phrasings (:data:`robot_app.sim.views.PHRASES`, train and held-out phrasings alike, as
   an operator words them);
@@ -52,6 +54,9 @@ DEFAULT_ALPHAS: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
 MIN_SEEN_NODES = 5
 #: Relative walk-length margin within which two instances of a landmark are both accepted (see above).
 AMBIGUOUS_LENGTH = 0.1
+#: Length of the stretch of the exploration drive a development instruction describes, in map nodes
+#: (about metres at the 1 m node spacing): low, high.
+DRIVE_NODES = (40, 200)
 #: The generic building category names every building: not a landmark of its own here.
 _SKIP_CATEGORIES = frozenset({"building"})
 
@@ -147,9 +152,23 @@ def generate_dev_set(world, csr, xy: np.ndarray, yaw: np.ndarray, *, n: int, see
     tries = 0
     while len(out) < n and tries < 20 * n:
         tries += 1
-        k = int(rng.integers(k_range[0], min(k_range[1], len(cats)) + 1))
-        chosen = [cats[i] for i in rng.choice(len(cats), size=k, replace=False)]
+        # a stretch of the exploration drive (node ids are in recording order), and the categories in
+        # the order it first sees them: what an operator who watched that drive would name
         start = int(rng.integers(n_nodes))
+        end = min(n_nodes, start + int(rng.uniform(*DRIVE_NODES)))
+        first: dict[str, int] = {}
+        for c in cats:
+            for m in by_cat[c]:
+                nodes = inst_nodes[m]
+                if nodes.size >= MIN_SEEN_NODES:
+                    on = nodes[(nodes >= start) & (nodes < end)]
+                    if on.size:
+                        first[c] = min(first.get(c, n_nodes), int(on[0]))
+        if len(first) < k_range[0]:
+            continue
+        seen = sorted(first, key=first.__getitem__)
+        k = int(rng.integers(k_range[0], min(k_range[1], len(seen)) + 1))
+        chosen = [seen[i] for i in sorted(rng.choice(len(seen), size=k, replace=False))]
         logp = np.full((n_nodes, k), ORACLE_MISS_LOGP)
         for j, c in enumerate(chosen):
             for m in by_cat[c]:
