@@ -35,7 +35,8 @@ TELEOP_THROUGH = frozenset({"geofence", "battery"})
 
 
 def model_inventory(config) -> dict[str, str]:
-    """Which model files are installed and which fallback each missing one selects (DESIGN.md)."""
+    """Which model files are installed and usable, and which fallback each missing or unusable one selects
+    (DESIGN.md); a damaged file (sha256 unlike its sidecar's, a GGUF without its magic) counts as unusable."""
     d = Path(config.paths.models_dir)
     m = config.models
     files = {"clip": [m.clip_image_file, m.clip_text_file], "vnm": [m.vnm_file], "text-embed": [m.text_embed_file],
@@ -47,8 +48,34 @@ def model_inventory(config) -> dict[str, str]:
     out = {}
     for name, names in files.items():
         missing = [f for f in names if not (d / f).is_file()]
-        out[name] = "installed" if not missing else f"missing ({', '.join(missing)}): {fallback[name]}"
+        if missing:
+            out[name] = f"missing ({', '.join(missing)}): {fallback[name]}"
+            continue
+        problem = next((p for p in (_model_file_problem(d / f) for f in names) if p), None)
+        out[name] = "installed" if problem is None else f"unusable ({problem}): {fallback[name]}"
     return out
+
+
+def _model_file_problem(path: Path) -> str | None:
+    """Why an installed model file cannot be used, or None: an ONNX file must match its sidecar (sha256,
+    ``models.sidecar.read_sidecar``, as the runtimes check when they open it), a GGUF file must start with
+    the GGUF magic (llama.cpp's file format)."""
+    from models.sidecar import ModelError, read_sidecar
+
+    if path.suffix == ".onnx":
+        try:
+            read_sidecar(path)
+        except ModelError as exc:
+            return str(exc)
+    elif path.suffix == ".gguf":
+        try:
+            with open(path, "rb") as fh:
+                magic = fh.read(4)
+        except OSError as exc:
+            return f"{path}: unreadable: {exc}"
+        if magic != b"GGUF":
+            return f"{path}: not a GGUF file (no GGUF magic)"
+    return None
 
 
 @dataclass
