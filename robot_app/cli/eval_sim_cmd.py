@@ -34,7 +34,8 @@ def register(sub, groups) -> None:
     p.add_argument("--parser", choices=("auto", "rules", "llm"), default=None,
                    help="landmark parser (default: [llm] landmark_parser)")
     p.add_argument("--alpha", type=float, default=None,
-                   help="walk-length weight per VNM time step (default: [planner] alpha)")
+                   help="walk-length weight per VNM time step (default: the alpha `eval sim-tune --write` recorded "
+                        "for the models, else [planner] alpha)")
     p.add_argument("--node-spacing", type=float, default=1.0, metavar="M",
                    help="map node spacing in metres driven ([mapping] min_travel_m for this map; default 1, as GNM's "
                         "topological maps, so that consecutive nodes are a few VNM time steps apart)")
@@ -72,6 +73,9 @@ def register(sub, groups) -> None:
                    help="comma-separated alpha grid per VNM time step (default 0.001,0.002,0.005,...,0.2)")
     t.add_argument("--logit-scale", type=float, default=None,
                    help="grounding logit scale (default: [planner] logit_scale, else the model's own)")
+    t.add_argument("--write", action="store_true",
+                   help="record the chosen alpha in the models folder (planner-tuning.json), where eval sim and "
+                        "demo take it from for those model files")
     t.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     t.set_defaults(func=_eval_sim_tune)
 
@@ -156,11 +160,13 @@ def _eval_sim_tune(args, config) -> int:
         raise UsageError(f"--out {args.out}: exists and is not a folder")
     settings = TuneSettings(instructions=str(args.instructions) if args.instructions else None, worlds=tuple(args.world or ("campus", "industrial")), out_dir=str(args.out),
                             models_dir=str(args.models) if args.models else None, n=args.n, seed=args.seed,
-                            alphas=alphas, logit_scale=args.logit_scale, progress=not args.json)
+                            alphas=alphas, logit_scale=args.logit_scale, write=args.write, progress=not args.json)
     try:
         report = run_sim_tune(settings, config)
     except (WorldError, InstructionFileError, EvalError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
+    except OSError as exc:
+        raise UsageError(f"--write: cannot write the tuning file: {exc}") from exc
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -171,7 +177,9 @@ def _eval_sim_tune(args, config) -> int:
                           else f"{'-':>12}" for n in names)
         print(f"{a:>8.4g}  {cells}  {100 * report['mean_success_rate'][i]:>5.0f}%")
     scales = ", ".join(f"{n} {w['logit_scale']:.4g}" for n, w in report["worlds"].items())
+    where = (f"written to {report['written']}" if report.get("written")
+             else "--write records it with the models; or set it as [planner] alpha")
     print(f"\nLM-Nav planning success on {report['n']} development instructions per world (seed {report['seed']}), "
-          f"logit scale {scales}.\nchosen alpha: {report['alpha']:.4g}  (set it as [planner] alpha)"
+          f"logit scale {scales}.\nchosen alpha: {report['alpha']:.4g}  ({where})"
           f"\nreport: {report['report']}\nchart:  {report['chart']}\n({report['wall_s']:.0f} s)")
     return 0

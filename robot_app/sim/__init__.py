@@ -27,7 +27,11 @@ _EXPORTS = {
     "train_sim_vlm": "train_vlm",
 }
 
-__all__ = sorted([*_EXPORTS, "shipped_models_dir"])
+__all__ = sorted([*_EXPORTS, "shipped_models_dir", "tuned_alpha", "TUNING_FILE"])
+
+#: File in a models folder that records the planner's alpha chosen for those models by
+#: ``robot-app eval sim-tune --write`` (:mod:`robot_app.sim.eval_tune`).
+TUNING_FILE = "planner-tuning.json"
 
 
 def shipped_models_dir() -> Path:
@@ -37,6 +41,46 @@ def shipped_models_dir() -> Path:
     renders of the shipped worlds and mean nothing on real camera images.
     """
     return Path(__file__).resolve().parents[1] / "data" / "models" / "sim"
+
+
+def _model_digest(models_dir: Path, sidecar: str) -> str | None:
+    import json
+
+    try:
+        return str(json.loads((models_dir / sidecar).read_text(encoding="utf-8"))["sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def tuned_alpha(models_dir) -> float | None:
+    """The alpha (per VNM time step) that ``robot-app eval sim-tune --write`` chose for the models in
+    ``models_dir`` (:data:`TUNING_FILE`), or None when there is none, it is unreadable, or it was chosen
+    for other model files (the CLIP image encoder's or the VNM's sha256 differ; a warning says which).
+    """
+    import json
+    import logging
+    import math
+
+    d = Path(models_dir)
+    f = d / TUNING_FILE
+    if not f.is_file():
+        return None
+    log = logging.getLogger(__name__)
+    try:
+        doc = json.loads(f.read_text(encoding="utf-8"))
+        alpha = float(doc["alpha"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("%s: unreadable (%s); using [planner] alpha", f, exc)
+        return None
+    if not (math.isfinite(alpha) and alpha > 0):
+        log.warning("%s: alpha %r is not a finite number > 0; using [planner] alpha", f, doc.get("alpha"))
+        return None
+    for key, sidecar in (("clip_image_sha256", "clip-image.onnx.json"), ("vnm_sha256", "vnm.onnx.json")):
+        if doc.get(key) != _model_digest(d, sidecar):
+            log.warning("%s: chosen for another %s than the one installed; using [planner] alpha "
+                        "(re-run robot-app eval sim-tune --write)", f, sidecar.split(".")[0])
+            return None
+    return alpha
 
 
 def __getattr__(name: str):

@@ -326,7 +326,12 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
     if not (models_dir / config.models.clip_image_file).is_file():
         raise EvalError(f"{models_dir}: no CLIP-format model ({config.models.clip_image_file}); eval sim needs the "
                         "sim VLM (robot_app/data/models/sim) or --models DIR")
-    cfg = _eval_config(config, models_dir, settings.alpha, settings.node_spacing_m)
+    from robot_app.sim import tuned_alpha
+
+    alpha = settings.alpha if settings.alpha is not None else tuned_alpha(models_dir)
+    alpha_source = ("--alpha" if settings.alpha is not None else
+                    "planner-tuning.json (eval sim-tune)" if alpha is not None else "[planner] alpha")
+    cfg = _eval_config(config, models_dir, alpha, settings.node_spacing_m)
     log_dir, explore_info, explore_cached = _explore(world, iset, settings, out)
     map_path, build_info, map_cached = _build(log_dir, models_dir, cfg, explore_info["key"], out, settings.progress)
     rows = []
@@ -344,7 +349,8 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
             rows.append(row)
     report = {"world": world.name, "instructions_file": str(ipath), "models_dir": str(models_dir),
               "models": {"clip": ctx.clip.model_id, "vnm": getattr(ctx.vnm, "model_id", None)},
-              "seed": settings.seed, "alpha": cfg.planner.alpha, "grounding": settings.grounding,
+              "seed": settings.seed, "alpha": cfg.planner.alpha, "alpha_source": alpha_source,
+              "grounding": settings.grounding,
               "logit_scale": cfg.planner.logit_scale or ctx.clip.logit_scale, "normalise": cfg.planner.normalise,
               "node_spacing_m": cfg.mapping.min_travel_m,
               "parser": settings.parser or cfg.llm.landmark_parser,

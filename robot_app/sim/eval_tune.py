@@ -26,6 +26,10 @@ A development instruction (:func:`generate_dev_set`):
   of the truth's instances (LM-Nav Sec. 5, planning success).
 
 No parser runs (the phrases are given): the tuning concerns grounding and search only.
+
+With ``write``, the chosen alpha is recorded in the models folder (:func:`write_tuning`); ``robot-app
+eval sim`` and ``robot-app demo`` then plan with it for those model files
+(:func:`robot_app.sim.tuned_alpha`) unless ``--alpha`` is given.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ import numpy as np
 from robot_app.sim.eval_truth import TruthParams, truth_node_sets
 
 __all__ = ["DevInstruction", "TuneSettings", "DEFAULT_ALPHAS", "MIN_SEEN_NODES", "generate_dev_set", "dev_success",
-           "pick_alpha", "run_sim_tune"]
+           "pick_alpha", "run_sim_tune", "write_tuning"]
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +97,7 @@ class TuneSettings:
     seed: int = 1
     alphas: tuple[float, ...] = DEFAULT_ALPHAS
     logit_scale: float | None = None
+    write: bool = False  # record the chosen alpha in the models folder (robot_app.sim.TUNING_FILE)
     progress: bool = False
     truth: TruthParams = TruthParams()
 
@@ -247,7 +252,8 @@ def run_sim_tune(settings: TuneSettings, config) -> dict:
 
     Uses (or records and builds) the same exploration and map as ``robot-app eval sim`` in
     ``out_dir/<world>``. Returns the JSON-ready report, also written to ``out_dir/sim-tune.json``, with a
-    chart ``out_dir/sim-tune.png`` (success rate against alpha, per world).
+    chart ``out_dir/sim-tune.png`` (success rate against alpha, per world); with ``settings.write`` also
+    :func:`write_tuning` (the report's ``written`` is that file).
 
     Raises
     ------
@@ -309,10 +315,44 @@ def run_sim_tune(settings: TuneSettings, config) -> dict:
     report["wall_s"] = round(time.perf_counter() - t0, 1)
     path = out / "sim-tune.json"
     report["report"] = str(path)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=2), encoding="utf-8")
-    tmp.replace(path)
+    _write_json(path, report)
+    if settings.write:
+        report["written"] = str(write_tuning(models_dir, report))
+        _write_json(path, report)
     return report
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    """Write JSON atomically (a temporary file, then a rename): a power cut leaves the old file or the new."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    tmp.replace(path)
+
+
+def write_tuning(models_dir, report: dict) -> Path:
+    """Record the chosen alpha in ``models_dir/`` :data:`robot_app.sim.TUNING_FILE`, with the sha256 of
+    the CLIP image encoder and of the VNM it was chosen for (:func:`robot_app.sim.tuned_alpha` ignores
+    it for other files) and the development figures. Returns the file's path.
+
+    Raises
+    ------
+    OSError
+        The folder is not writable.
+    """
+    from robot_app.sim import TUNING_FILE, _model_digest
+
+    d = Path(models_dir)
+    i = int(np.argmin(np.abs(np.log(np.asarray(report["alphas"])) - math.log(report["alpha"]))))
+    doc = {"alpha": report["alpha"], "unit": "per VNM time step (core.search)",
+           "chosen_by": "robot-app eval sim-tune", "seed": report["seed"], "n_per_world": report["n"],
+           "worlds": {name: {"instructions": w["instructions"], "logit_scale": w["logit_scale"],
+                             "success_rate_at_alpha": w["success_rate"][i] if w["success_rate"] else None}
+                      for name, w in report["worlds"].items()},
+           "clip_image_sha256": _model_digest(d, "clip-image.onnx.json"),
+           "vnm_sha256": _model_digest(d, "vnm.onnx.json")}
+    path = d / TUNING_FILE
+    _write_json(path, doc)
+    return path
 
 
 def _chart(report: dict, path: Path) -> Path:
@@ -330,7 +370,7 @@ def _chart(report: dict, path: Path) -> Path:
     ax.axvline(report["alpha"], color="k", linestyle="--", linewidth=1, label=f"chosen alpha {report['alpha']:.3g}")
     ax.set_xscale("log")
     ax.set_xlabel("alpha (per VNM time step)")
-    ax.set_ylabel("LM-Nav planning success on the development set (%)")
+    ax.set_ylabel("LM-Nav planning success, dev. set (%)")
     ax.set_ylim(0, 100)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="lower left", fontsize=8)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from core.search import plan_walk
+from robot_app.sim import tuned_alpha
 from robot_app.sim.eval import ORACLE_MISS_LOGP
 from robot_app.sim.eval_truth import truth_node_sets
 from robot_app.sim.eval_tune import MIN_SEEN_NODES, dev_success, generate_dev_set, pick_alpha
@@ -127,6 +129,42 @@ def test_tiny_tune_runs_end_to_end(tmp_path, tmp_path_factory, capsys):
     assert main(args) == 0  # the table; the map is reused
     text = capsys.readouterr().out
     assert "chosen alpha" in text and "[planner] alpha" in text
+    # --write records it with (a copy of) the models; eval sim then plans with it unless --alpha is given
+    mine = tmp_path / "models"
+    shutil.copytree(models, mine)
+    assert main(args[:args.index("--models")] + ["--models", str(mine)] + args[args.index("--models") + 2:]
+                + ["--write"]) == 0
+    assert "written to" in capsys.readouterr().out
+    assert tuned_alpha(mine) == pytest.approx(json.loads((out / "sim-tune.json").read_text())["alpha"])
+    ev = ["eval", "sim", "--world", "campus", "--instructions", str(f), "--models", str(mine),
+          "--out", str(tmp_path / "ev"), "--no-drive", "--json", "--limit", "1"]
+    assert main(ev) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["alpha"] == pytest.approx(tuned_alpha(mine)) and got["alpha_source"].startswith("planner-tuning")
+    assert main(ev + ["--alpha", "0.3"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["alpha"] == 0.3 and got["alpha_source"] == "--alpha"
+
+
+def test_tuned_alpha_only_for_the_models_it_was_chosen_for(tmp_path, caplog):
+    from robot_app.sim import TUNING_FILE
+
+    def sidecar(name, digest):
+        (tmp_path / name).write_text(json.dumps({"sha256": digest}))
+
+    assert tuned_alpha(tmp_path) is None  # no tuning file
+    sidecar("clip-image.onnx.json", "aa")
+    sidecar("vnm.onnx.json", "bb")
+    f = tmp_path / TUNING_FILE
+    f.write_text(json.dumps({"alpha": 0.02, "clip_image_sha256": "aa", "vnm_sha256": "bb"}))
+    assert tuned_alpha(tmp_path) == 0.02
+    sidecar("vnm.onnx.json", "cc")  # another VNM installed since: other time steps, another alpha
+    assert tuned_alpha(tmp_path) is None and "another vnm" in caplog.text
+    sidecar("vnm.onnx.json", "bb")
+    for bad in ("{", json.dumps({"alpha": -1, "clip_image_sha256": "aa", "vnm_sha256": "bb"}),
+                json.dumps({"alpha": "x"}), json.dumps({"clip_image_sha256": "aa"})):
+        f.write_text(bad)
+        assert tuned_alpha(tmp_path) is None
 
 
 def test_tune_cli_refuses_bad_input(tmp_path, capsys):
