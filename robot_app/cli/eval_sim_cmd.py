@@ -158,7 +158,8 @@ def _eval_sim_tune(args, config) -> int:
         raise UsageError(f"--instructions {args.instructions}: no such file")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: exists and is not a folder")
-    settings = TuneSettings(instructions=str(args.instructions) if args.instructions else None, worlds=tuple(args.world or ("campus", "industrial")), out_dir=str(args.out),
+    settings = TuneSettings(worlds=tuple(args.world or ("campus", "industrial")), out_dir=str(args.out),
+                            instructions=str(args.instructions) if args.instructions else None,
                             models_dir=str(args.models) if args.models else None, n=args.n, seed=args.seed,
                             alphas=alphas, logit_scale=args.logit_scale, write=args.write, progress=not args.json)
     try:
@@ -173,8 +174,8 @@ def _eval_sim_tune(args, config) -> int:
     names = list(report["worlds"])
     print(f"{'alpha':>8}  " + "  ".join(f"{n:>12}" for n in names) + f"  {'mean':>6}")
     for i, a in enumerate(report["alphas"]):
-        cells = "  ".join(f"{100 * report['worlds'][n]['success_rate'][i]:>11.0f}%" if report["worlds"][n]["success_rate"]
-                          else f"{'-':>12}" for n in names)
+        rates = [report["worlds"][n]["success_rate"] for n in names]
+        cells = "  ".join(f"{100 * r[i]:>11.0f}%" if r else f"{'-':>12}" for r in rates)
         print(f"{a:>8.4g}  {cells}  {100 * report['mean_success_rate'][i]:>5.0f}%")
     scales = ", ".join(f"{n} {w['logit_scale']:.4g}" for n, w in report["worlds"].items())
     where = (f"written to {report['written']}" if report.get("written")
