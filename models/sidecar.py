@@ -45,6 +45,17 @@ PROVISION_HINT = (
     "--out DIR` (extra `export`) and copy the model file together with its .json sidecar "
     "(and any extra files the sidecar lists) into the models directory ([paths] models_dir)"
 )
+#: The same for a GGUF language model (llama.cpp), which is not exported but downloaded on a workstation.
+GGUF_PROVISION_HINT = (
+    "on a workstation, write its sidecar with `robot-app models llm-sidecar MODEL.gguf` and copy the "
+    "GGUF file together with its .json sidecar into the models directory ([paths] models_dir)"
+)
+
+
+def provision_hint(model_path: str | os.PathLike) -> str:
+    """How to provision ``model_path``: :data:`GGUF_PROVISION_HINT` for a ``.gguf`` file, else
+    :data:`PROVISION_HINT`."""
+    return GGUF_PROVISION_HINT if Path(model_path).suffix.lower() == ".gguf" else PROVISION_HINT
 
 
 class ModelError(Exception):
@@ -176,10 +187,11 @@ def read_sidecar(model_path: str | os.PathLike, *, kind: str | None = None, veri
     """
     model_path = Path(model_path)
     sc_path = sidecar_path(model_path)
+    hint = provision_hint(model_path)
     if not model_path.is_file():
-        raise ModelMissing(f"model file {model_path} not found: {PROVISION_HINT}")
+        raise ModelMissing(f"model file {model_path} not found: {hint}")
     if not sc_path.is_file():
-        raise ModelMissing(f"sidecar {sc_path} of model {model_path.name} not found: {PROVISION_HINT}")
+        raise ModelMissing(f"sidecar {sc_path} of model {model_path.name} not found: {hint}")
     try:
         doc = json.loads(sc_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -209,13 +221,14 @@ def read_sidecar(model_path: str | os.PathLike, *, kind: str | None = None, veri
 
 
 def _verify_hashes(sc: Sidecar) -> None:
+    hint = provision_hint(sc.model_path)
     got = sha256_file(sc.model_path)
     if got != sc.sha256:
         raise ModelTampered(f"{sc.model_path}: sha256 {got[:16]}... does not match its sidecar "
-                            f"({sc.sha256[:16]}...): the file is damaged or was replaced; {PROVISION_HINT}")
+                            f"({sc.sha256[:16]}...): the file is damaged or was replaced; {hint}")
     for name, digest in sc.extra_files.items():
         p = sc.path.parent / name
         if not p.is_file():
-            raise ModelMissing(f"{p} (listed in {sc.path.name}) not found: {PROVISION_HINT}")
+            raise ModelMissing(f"{p} (listed in {sc.path.name}) not found: {hint}")
         if sha256_file(p) != digest:
-            raise ModelTampered(f"{p}: sha256 does not match {sc.path.name}; {PROVISION_HINT}")
+            raise ModelTampered(f"{p}: sha256 does not match {sc.path.name}; {hint}")
