@@ -30,7 +30,15 @@ def fix_error_m(fix) -> float:
 
 
 class MissionError(ValueError):
-    """A request the executive cannot carry out as asked (the message says why, for the operator)."""
+    """A request the executive cannot carry out as asked (the message says why, for the operator).
+
+    ``bad_input=True`` marks a request that is malformed or names what does not exist (the UI answers
+    HTTP 400); otherwise the robot's state refuses it (busy, no fix, not connected: HTTP 409).
+    """
+
+    def __init__(self, message: str, *, bad_input: bool = False) -> None:
+        super().__init__(message)
+        self.bad_input = bool(bad_input)
 
 
 class MissionExecutive:
@@ -70,7 +78,7 @@ class MissionExecutive:
         n = len(topomap.nodes)
         if start is not None:
             if not 0 <= start < n:
-                raise MissionError(f"start node {start} is not in the map (0..{n - 1})")
+                raise MissionError(f"start node {start} is not in the map (0..{n - 1})", bad_input=True)
             return start
         from firmware_bridge.readings import GpsFix
 
@@ -138,7 +146,8 @@ class MissionExecutive:
             try:
                 if goal is not None:  # to a chosen node: works without CLIP (DESIGN.md, Fallbacks)
                     if not 0 <= goal < len(m.nodes):
-                        raise MissionError(f"goal node {goal} is not in the map (0..{len(m.nodes) - 1})")
+                        raise MissionError(f"goal node {goal} is not in the map (0..{len(m.nodes) - 1})",
+                                           bad_input=True)
                     logp = np.full((len(m.nodes), 1), -np.inf)
                     logp[goal, 0] = 0.0
                     landmarks, info = [f"node {goal}"], None
@@ -165,7 +174,7 @@ class MissionExecutive:
         if self.state in ("planning", "running"):
             raise MissionError(f"busy ({self.state}): stop first")
         if goal is None and (not isinstance(instruction, str) or not instruction.strip() or len(instruction) > 500):
-            raise MissionError("the instruction must be 1 to 500 characters of text")
+            raise MissionError("the instruction must be 1 to 500 characters of text", bad_input=True)
         self.state, self.message, self.plan = "planning", "", None
         try:
             self.plan = await asyncio.to_thread(self._plan_blocking, instruction, start, goal)

@@ -21,12 +21,20 @@ NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 class RecordingError(ValueError):
-    """A recording or build request that cannot be carried out (the message says why)."""
+    """A recording or build request that cannot be carried out (the message says why).
+
+    ``bad_input=True`` marks a request that is malformed or names what does not exist (the UI answers
+    HTTP 400); otherwise the robot's state refuses it (busy, no fix, not connected: HTTP 409).
+    """
+
+    def __init__(self, message: str, *, bad_input: bool = False) -> None:
+        super().__init__(message)
+        self.bad_input = bool(bad_input)
 
 
 def check_name(name) -> str:
     if not isinstance(name, str) or not NAME.match(name):
-        raise RecordingError(f"name {name!r}: use 1 to 64 letters, digits, '-' or '_'")
+        raise RecordingError(f"name {name!r}: use 1 to 64 letters, digits, '-' or '_'", bad_input=True)
     return name
 
 
@@ -58,7 +66,7 @@ class RecordingService:
         if self.app.camera is None:
             raise RecordingError("no camera ([camera] source is 'none'): a drive without images cannot make a map")
         if name == "runs":
-            raise RecordingError("'runs' is where route runs are recorded: choose another name")
+            raise RecordingError("'runs' is where route runs are recorded: choose another name", bad_input=True)
         folder = self.logs_dir / name
         if folder.exists():
             raise RecordingError(f"a drive named {name!r} exists already: choose another name")
@@ -159,11 +167,11 @@ class RecordingService:
     async def build(self, logs: list, name: str = "current") -> None:
         check_name(name)
         if not isinstance(logs, list) or not logs:
-            raise RecordingError("give the names of one or more recorded drives")
+            raise RecordingError("give the names of one or more recorded drives", bad_input=True)
         folders = [self.logs_dir / check_name(n) for n in logs]
         missing = [f.name for f in folders if not (f / "log.sqlite").is_file()]
         if missing:
-            raise RecordingError(f"no recorded drive named {', '.join(missing)}")
+            raise RecordingError(f"no recorded drive named {', '.join(missing)}", bad_input=True)
         if self.build_state == "building":
             raise RecordingError("a map is being built already")
         if self.app.mission.state == "running" and (self.maps_dir / f"{name}.sqlite") == self.app.mission.map_path():

@@ -35,7 +35,15 @@ BATTERY_EMPTY_V, BATTERY_FULL_V = 23.0, 29.0  # Jackal 24 V lead/LiFePO4 pack, l
 
 
 class TaskError(ValueError):
-    """A task request that cannot run as given (bad goal, unknown place, busy)."""
+    """A task request that cannot run as given (bad goal, unknown place, busy).
+
+    ``bad_input=True`` marks a request that is malformed or names what does not exist (the UI answers
+    HTTP 400); otherwise the robot's state refuses it (busy, no fix, not connected: HTTP 409).
+    """
+
+    def __init__(self, message: str, *, bad_input: bool = False) -> None:
+        super().__init__(message)
+        self.bad_input = bool(bad_input)
 
 
 @dataclass
@@ -60,7 +68,7 @@ def replace_goal(problem_text: str, goal_pddl: str) -> str:
         if depth < 0:
             break
     if depth != 0 or not goal_pddl.strip().startswith("("):
-        raise TaskError(f"goal: not one balanced PDDL expression: {goal_pddl!r}")
+        raise TaskError(f"goal: not one balanced PDDL expression: {goal_pddl!r}", bad_input=True)
     start = problem_text.find("(:goal")
     if start < 0:
         raise TaskError("the task problem has no (:goal ...) section")
@@ -193,9 +201,9 @@ class TaskJobs:
     def answer(self, question_id: int, done: bool, observation: str = "") -> None:
         q = self.question
         if q is None or q.id != question_id:
-            raise TaskError("no such question is waiting")
+            raise TaskError("no such question is waiting", bad_input=True)
         if not isinstance(observation, str) or len(observation) > 500:
-            raise TaskError("the observation must be text of at most 500 characters")
+            raise TaskError("the observation must be text of at most 500 characters", bad_input=True)
         q.done, q.observation = bool(done), observation
         q.answered.set()
 
@@ -221,7 +229,7 @@ class TaskJobs:
         if self.state == "running":
             raise TaskError("a task is running: stop it first")
         if not isinstance(goal_pddl, str) or not goal_pddl.strip() or len(goal_pddl) > 2000:
-            raise TaskError("the goal must be PDDL text of at most 2000 characters")
+            raise TaskError("the goal must be PDDL text of at most 2000 characters", bad_input=True)
         mc = self.app.config.mission
         domain = Path(mc.task_domain) if mc.task_domain else JACKAL_DIR / "robot_domain.pddl"
         problem = Path(mc.task_problem) if mc.task_problem else JACKAL_DIR / "robot_patrol.pddl"
@@ -229,7 +237,7 @@ class TaskJobs:
             text = replace_goal(problem.read_text(encoding="utf-8"), goal_pddl)
             task = Task.from_pddl(domain.read_text(encoding="utf-8"), text, where=str(problem))
         except (OSError, PddlError) as exc:
-            raise TaskError(f"the task cannot be read: {exc}") from exc
+            raise TaskError(f"the task cannot be read: {exc}", bad_input=True) from exc
         places = self.places()
         self.prior = self._load_knowledge(task)
         self.loop = asyncio.get_running_loop()

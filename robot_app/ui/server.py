@@ -66,11 +66,13 @@ def build_app(robot) -> web.Application:
 
     @web.middleware
     async def refused(request: web.Request, handler):
-        """A command the robot cannot carry out as asked: 409 with the reason for the screen."""
+        """A command the robot cannot carry out as asked, with the reason for the screen: 400 when the
+        request itself is bad (``bad_input``: a malformed value, a node or drive that does not exist), 409
+        when the robot's state refuses it (busy, no fix, base not connected)."""
         try:
             return await handler(request)
         except (MissionError, RecordingError, TaskError) as exc:
-            return _json_error(409, str(exc))
+            return _json_error(400 if getattr(exc, "bad_input", False) else 409, str(exc))
 
     app = web.Application(middlewares=[auth, refused], client_max_size=64 * 1024)
     mission = robot.mission

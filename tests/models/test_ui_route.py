@@ -104,6 +104,9 @@ def test_plan_confirm_drive_and_stop_through_the_api(tmp_path, route_setup):
                     # bad input is refused, not run
                     assert (await http.post(url + "/api/route/plan", data=b"not json")).status == 400
                     assert (await http.post(url + "/api/route/go", json={"plan_id": "1"})).status == 400
+                    # bad values get 400 with the reason; what the robot's state refuses gets 409
+                    r = await http.post(url + "/api/route/plan", json={"instruction": "x" * 501})
+                    assert r.status == 400 and "1 to 500 characters" in (await r.json())["error"]
                     assert (await http.get(url + "/api/map/image/99999")).status == 404
                     assert (await http.get(url + "/static/../../config.py")).status in (403, 404)
             finally:

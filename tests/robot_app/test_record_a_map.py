@@ -57,7 +57,7 @@ def test_record_drive_build_map_and_plan_on_it(tmp_path):
                 async with aiohttp.ClientSession() as http:
                     frame = await http.get(url + "/api/camera/latest")
                     assert frame.status == 200 and (await frame.read())[:2] == b"\xff\xd8"
-                    assert (await http.post(url + "/api/record/start", json={"name": "../etc"})).status == 409
+                    assert (await http.post(url + "/api/record/start", json={"name": "../etc"})).status == 400
                     r = await http.post(url + "/api/record/start", json={"name": "drive1"})
                     assert r.status == 200
                     again = await http.post(url + "/api/record/start", json={"name": "drive2"})
@@ -69,7 +69,7 @@ def test_record_drive_build_map_and_plan_on_it(tmp_path):
                     app.command = Command()
                     stopped = await (await http.post(url + "/api/record/stop")).json()
                     assert stopped["log"] == "drive1" and stopped["frames"] >= 20
-                    assert (await http.post(url + "/api/map/build", json={"logs": ["nope"]})).status == 409
+                    assert (await http.post(url + "/api/map/build", json={"logs": ["nope"]})).status == 400
                     assert (await http.post(url + "/api/map/build", json={"logs": ["drive1"]})).status == 200
                     for _ in range(200):
                         st = await (await http.get(url + "/api/status")).json()

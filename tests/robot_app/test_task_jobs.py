@@ -68,7 +68,7 @@ def test_task_job_drives_inspects_and_asks_the_operator(tmp_path, task_app_confi
                 url = f"http://127.0.0.1:{app.ui.port}"
                 async with aiohttp.ClientSession() as http:
                     await _wait(http, url, lambda s: s["gps"] is not None, 10)
-                    assert (await http.post(url + "/api/task/run", json={"goal": "(inspected yard"})).status == 409
+                    assert (await http.post(url + "/api/task/run", json={"goal": "(inspected yard"})).status == 400
                     r = await http.post(url + "/api/task/run", json={"goal": "(and (inspected yard) (at jackal depot))"})
                     assert r.status == 200
                     st = await _wait(http, url, lambda s: s["task"]["state"] != "running", 90)
