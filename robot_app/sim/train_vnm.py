@@ -180,10 +180,14 @@ def evaluate_vnm(vnm, drives: Sequence[Drive], *, tau_steps: float | None = None
     Returns
     -------
     dict: ``dist_mae_steps`` (same-drive goals within range), ``dist_mae_cross_steps`` (goals from the
-    reference drive within range), ``negative_rejection`` (fraction of negatives predicted >= tau),
+    reference drive within +-``window`` frames and the range), each with ``..._const_steps``, the MAE
+    of the best constant guess (the median label) on the same pairs: a head without distance
+    information scores about that; ``negative_rejection`` (fraction of negatives predicted >= tau),
     ``near_negative_rejection`` (negatives within 25 m), ``localisation_acc`` (argmin within +-2
-    frames of the truth) and its ``localisation_chance``, ``waypoint_err_m`` (mean over the 5
-    waypoints) and ``waypoint2_err_m``, ``predict_ms_9_goals`` (median), and the counts.
+    frames of the truth) and its ``localisation_chance``, ``localisation_wide_acc`` and
+    ``localisation_wide_chance`` (candidates within +-4 ``window`` frames, hit within +-4 frames),
+    ``waypoint_err_m`` (mean over the 5 waypoints) and ``waypoint2_err_m``, ``predict_ms_9_goals``
+    (median), and the counts.
     """
     dmax = vnm.dist_range_steps[1]
     tau = 0.75 * dmax if tau_steps is None else tau_steps
@@ -196,18 +200,19 @@ def evaluate_vnm(vnm, drives: Sequence[Drive], *, tau_steps: float | None = None
 
     queries = np.flatnonzero(data.drive % 2 == 1)
     anchors = queries[::stride]
-    err, wp_err, wp2_err = [], [], []
+    err, wp_err, wp2_err, lab = [], [], [], []
     for q in anchors:
-        g = np.unique(np.minimum(q + np.arange(0, int(dmax) + 1, 2), data.end[q] - 1))
+        g = np.unique(np.minimum(q + np.arange(0, int(dmax) + 1, max(2, int(dmax) // 10)), data.end[q] - 1))
         label, _, pos = data.labels(np.full(g.size, q), g)
         pred = vnm.predict(obs(q), pre[g])
         err += list(np.abs(pred.dist_steps[pos] - label[pos]))
+        lab += list(label[pos])
         if data.wp_ok[q] and pos.any():
             e = np.linalg.norm(pred.waypoints[pos, :, :2] - data.wp[q, None, :, :2], axis=-1) * unit
             wp_err += list(e.mean(axis=1))
             wp2_err += list(e[:, 2])
     # localisation of each query frame among the reference drive's frames
-    hits, chance, cross_err = [], [], []
+    hits, chance, cross_err, cross_lab, hits_wide, chance_wide = [], [], [], [], [], []
     for q in queries[::max(1, stride // 2)]:
         ref = np.flatnonzero(data.drive == data.drive[q] - 1)
         along, lateral = data._along_lateral(ref, np.full(ref.size, q))
@@ -215,12 +220,17 @@ def evaluate_vnm(vnm, drives: Sequence[Drive], *, tau_steps: float | None = None
         t = int(np.argmin(along))  # the reference frame at the query's place (along its heading)
         if not along[t] < 1.0:
             continue
-        cand = np.arange(max(0, t - window), min(ref.size, t + window + 1))
-        pred = vnm.predict(obs(q), pre[ref[cand]])
-        hits.append(abs(int(cand[np.argmin(pred.dist_steps)]) - t) <= 2)
+        wide = np.arange(max(0, t - 4 * window), min(ref.size, t + 4 * window + 1))
+        d_wide = vnm.predict(obs(q), pre[ref[wide]]).dist_steps
+        hits_wide.append(abs(int(wide[np.argmin(d_wide)]) - t) <= 4)
+        chance_wide.append(float(np.sum(np.abs(wide - t) <= 4)) / wide.size)
+        near = np.abs(wide - t) <= window  # the distances of one goal do not depend on the others in the call
+        cand, d = wide[near], d_wide[near]
+        hits.append(abs(int(cand[np.argmin(d)]) - t) <= 2)
         chance.append(float(np.sum(np.abs(cand - t) <= 2)) / cand.size)
         label, _, pos = data.labels(np.full(cand.size, q), ref[cand])
-        cross_err += list(np.abs(pred.dist_steps[pos] - label[pos]))
+        cross_err += list(np.abs(d[pos] - label[pos]))
+        cross_lab += list(label[pos])
     # negatives: frames within 25 m, the past / far future, random frames
     rng = np.random.default_rng([seed, 3])
     neg_pred, neg_near = [], []
@@ -242,11 +252,17 @@ def evaluate_vnm(vnm, drives: Sequence[Drive], *, tau_steps: float | None = None
     def mean(x):
         return float(np.mean(x)) if len(x) else float("nan")
 
-    return {"dist_mae_steps": mean(err), "dist_mae_cross_steps": mean(cross_err), "dist_pairs": len(err),
+    def const_mae(labels):  # the best constant guess (the median label): a head without distance information
+        return mean(np.abs(np.asarray(labels) - np.median(labels))) if len(labels) else float("nan")
+
+    return {"dist_mae_steps": mean(err), "dist_mae_const_steps": const_mae(lab),
+            "dist_mae_cross_steps": mean(cross_err), "dist_mae_cross_const_steps": const_mae(cross_lab),
+            "dist_pairs": len(err),
             "negative_rejection": mean(neg_pred >= tau), "near_negative_rejection": mean(neg_pred[neg_near] >= tau),
             "negatives": int(neg_pred.size), "tau_steps": float(tau),
             "localisation_acc": mean(hits), "localisation_chance": mean(chance), "localisation_queries": len(hits),
-            "localisation_window_frames": window, "waypoint_err_m": mean(wp_err), "waypoint2_err_m": mean(wp2_err),
+            "localisation_window_frames": window, "localisation_wide_acc": mean(hits_wide),
+            "localisation_wide_chance": mean(chance_wide), "waypoint_err_m": mean(wp_err), "waypoint2_err_m": mean(wp2_err),
             "predict_ms_9_goals": float(np.median(t_ms)), "heldout_frames": int(len(data)),
             "heldout_drives": len(drives)}
 

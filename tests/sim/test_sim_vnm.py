@@ -94,7 +94,8 @@ def test_quick_training_writes_loadable_files(tmp_path):
     assert check_reference(m, tmp_path / "vnm-reference.npz")["dist_max_abs"] < 1e-3
     q = json.loads((tmp_path / "sim-vnm-quality.json").read_text())
     assert q["quick"] is True and q["worlds"] == ["campus"] and q["train_frames"] == rep["train_frames"] > 50
-    for key in ("dist_mae_steps", "negative_rejection", "localisation_acc", "waypoint_err_m", "timing_s"):
+    for key in ("dist_mae_steps", "dist_mae_const_steps", "negative_rejection", "localisation_acc",
+                "localisation_wide_acc", "waypoint_err_m", "timing_s"):
         assert key in q
     side = json.loads((tmp_path / "vnm.onnx.json").read_text())
     assert side["params"]["sim_only"] is True and side["params"]["quick"] is True
