@@ -128,6 +128,7 @@ def _train_sim(args, config) -> int:
         figures = "; ".join(figures)
         print(f"  VNM {report['loaded']['vnm']}: {figures}; {report['vnm_wall_s']:.0f} s")
     print(f"  point [paths] models_dir at {out} (SIM-ONLY: for the simulated world, never a real robot)")
+    print(f"  choose the planner's alpha for these models: robot-app eval sim-tune --models {out} --write")
     return 0
 
 
