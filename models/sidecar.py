@@ -31,6 +31,7 @@ import importlib.metadata
 import json
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -220,15 +221,35 @@ def read_sidecar(model_path: str | os.PathLike, *, kind: str | None = None, veri
     return sc
 
 
+#: Files whose sha256 was found equal to their sidecar's, keyed by (path, size, mtime_ns, sha256): the
+#: boot-time model inventory and the runtime that opens the model then hash a large file only once.
+#: A file rewritten since (other size or mtime) is hashed again.
+_VERIFIED: set = set()
+_VERIFIED_LOCK = threading.Lock()
+
+
+def _matches(path: Path, digest: str) -> bool:
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, digest)
+    with _VERIFIED_LOCK:
+        if key in _VERIFIED:
+            return True
+    ok = sha256_file(path) == digest
+    if ok:
+        with _VERIFIED_LOCK:
+            _VERIFIED.add(key)
+    return ok
+
+
 def _verify_hashes(sc: Sidecar) -> None:
     hint = provision_hint(sc.model_path)
-    got = sha256_file(sc.model_path)
-    if got != sc.sha256:
+    if not _matches(sc.model_path, sc.sha256):
+        got = sha256_file(sc.model_path)
         raise ModelTampered(f"{sc.model_path}: sha256 {got[:16]}... does not match its sidecar "
                             f"({sc.sha256[:16]}...): the file is damaged or was replaced; {hint}")
     for name, digest in sc.extra_files.items():
         p = sc.path.parent / name
         if not p.is_file():
             raise ModelMissing(f"{p} (listed in {sc.path.name}) not found: {hint}")
-        if sha256_file(p) != digest:
+        if not _matches(p, digest):
             raise ModelTampered(f"{p}: sha256 does not match {sc.path.name}; {hint}")
