@@ -17,13 +17,19 @@ A development instruction (:func:`generate_dev_set`):
   the category's phrasings (:data:`robot_app.sim.views.PHRASES`, train and held-out phrasings alike, as
   an operator words them);
 - its truth: the walk a perfect CATEGORY detector plans (log-likelihood 0 at every node that sees an
-  instance of the category, :data:`robot_app.sim.eval.ORACLE_MISS_LOGP` elsewhere): the instance of
+  instance of the category, :data:`robot_app.sim.eval.ORACLE_MISS_LOGP` elsewhere) on the TRUE
+  geometry of the map's nodes (:func:`true_graph`: nodes at most :data:`TRUE_LINK_M` apart in the world
+  are joined, weighted by their true distance), not on the map's own edges: the instance of
   each category that the shortest walk visiting them in order passes (an instruction whose walk would
   use an instance seen from fewer nodes is not asked). That is the premise of LM-Nav's search: where a
   category has several instances, the instruction's order picks the one on the way. Where another
   instance gives a walk at most :data:`AMBIGUOUS_LENGTH` longer, the order does not pick one (an operator
   would have to say which) and either counts. A plan succeeds when each of its landmark nodes sees one
   of the truth's instances (LM-Nav Sec. 5, planning success).
+
+The truth must not come from the map under test: the map's VNM edges can hold false shortcuts (the
+VNM calling two places close that are not), and a truth planned on them would call the walk through a
+wall right. On the true geometry, the development set measures the map's edges as well as alpha.
 
 No parser runs (the phrases are given): the tuning concerns grounding and search only.
 
@@ -46,7 +52,7 @@ import numpy as np
 from robot_app.sim.eval_truth import TruthParams, truth_node_sets
 
 __all__ = ["DevInstruction", "TuneSettings", "DEFAULT_ALPHAS", "MIN_SEEN_NODES", "generate_dev_set", "dev_success",
-           "pick_alpha", "run_sim_tune", "write_tuning"]
+           "pick_alpha", "run_sim_tune", "write_tuning", "true_graph", "TRUE_LINK_M"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +67,10 @@ AMBIGUOUS_LENGTH = 0.1
 #: Length of the stretch of the exploration drive a development instruction describes, in map nodes
 #: (about metres at the 1 m node spacing): low, high.
 DRIVE_NODES = (40, 200)
+#: Map nodes at most this far apart (true positions, metres) are joined in the truth's graph: with the
+#: 1 m node spacing, neighbours along a path and across its width and crossings, never through a
+#: building (paths are farther apart than this). Scaled up with a wider node spacing (:func:`true_graph`).
+TRUE_LINK_M = 3.0
 #: The generic building category names every building: not a landmark of its own here.
 _SKIP_CATEGORIES = frozenset({"building"})
 
@@ -102,6 +112,47 @@ class TuneSettings:
     truth: TruthParams = TruthParams()
 
 
+def true_graph(xy: np.ndarray, *, link_m: float = TRUE_LINK_M) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The map nodes' true geometry as a graph, in :func:`core.search.plan_walk`'s CSR form.
+
+    Parameters
+    ----------
+    xy
+        (N, 2) float true node positions (m, world frame), in recording order.
+    link_m
+        Join nodes at most this far apart. Raised to 1.6 x the median distance between consecutive
+        nodes when that is larger (a map built with a wider node spacing).
+
+    Returns
+    -------
+    indptr (N+1,) int64, indices (E,) int64, weights (E,) float32: true distances in metres, each edge
+    listed in both directions.
+
+    Raises
+    ------
+    ValueError
+        ``xy`` not (N, 2) finite, or ``link_m <= 0``.
+    """
+    from scipy.spatial import cKDTree
+
+    xy = np.asarray(xy, dtype=np.float64)
+    if xy.ndim != 2 or xy.shape[1] != 2 or not np.all(np.isfinite(xy)):
+        raise ValueError(f"xy: expected (N, 2) finite positions, got shape {xy.shape}")
+    if not link_m > 0:
+        raise ValueError(f"link_m: expected > 0, got {link_m}")
+    n = xy.shape[0]
+    if n > 2:
+        link_m = max(link_m, 1.6 * float(np.median(np.hypot(*np.diff(xy, axis=0).T))))
+    pairs = cKDTree(xy).query_pairs(link_m, output_type="ndarray") if n > 1 else np.zeros((0, 2), np.int64)
+    src = np.concatenate([pairs[:, 0], pairs[:, 1]]).astype(np.int64)
+    dst = np.concatenate([pairs[:, 1], pairs[:, 0]]).astype(np.int64)
+    order = np.argsort(src, kind="stable")
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(indptr, src + 1, 1)
+    w = np.hypot(*(xy[src] - xy[dst]).T).astype(np.float32)
+    return np.cumsum(indptr), np.ascontiguousarray(dst[order]), np.ascontiguousarray(w[order])
+
+
 def generate_dev_set(world, csr, xy: np.ndarray, yaw: np.ndarray, *, n: int, seed: int,
                      params: TruthParams = TruthParams(), k_range: tuple[int, int] = (2, 4)) -> list[DevInstruction]:
     """Generate ``n`` development instructions for a map of ``world`` (module docstring).
@@ -111,7 +162,8 @@ def generate_dev_set(world, csr, xy: np.ndarray, yaw: np.ndarray, *, n: int, see
     world
         The :class:`robot_app.sim.world.World` the map was recorded in.
     csr
-        ``(indptr, indices, weights)`` of the map (``TopoMap.csr()``), weights in VNM time steps.
+        ``(indptr, indices, weights)`` of the graph the truth is planned on: :func:`true_graph` of
+        ``xy`` (what :func:`run_sim_tune` passes), or ``None`` for that.
     xy, yaw
         (N, 2) float true node positions (m, world frame) and (N,) headings (rad).
     n, seed
@@ -140,6 +192,8 @@ def generate_dev_set(world, csr, xy: np.ndarray, yaw: np.ndarray, *, n: int, see
         raise ValueError(f"k_range: expected 1 <= low <= high, got {k_range}")
     xy = np.asarray(xy, dtype=np.float64)
     n_nodes = xy.shape[0]
+    if csr is None:
+        csr = true_graph(xy)
     by_cat: dict[str, list[str]] = {}
     for name, cat, _, _ in world.landmarks():
         if cat in PHRASES and cat not in _SKIP_CATEGORIES:
@@ -292,7 +346,7 @@ def run_sim_tune(settings: TuneSettings, config) -> dict:
         with open_map(map_path) as topomap:
             ctx = ev._Context(world, topomap, cfg, models_dir, log_dir, es)
             scale = settings.logit_scale or cfg.planner.logit_scale or ctx.clip.logit_scale
-            dev = generate_dev_set(world, ctx.csr, ctx.true_xy, ctx.true_yaw, n=settings.n, seed=settings.seed,
+            dev = generate_dev_set(world, None, ctx.true_xy, ctx.true_yaw, n=settings.n, seed=settings.seed,
                                    params=settings.truth)
             ok = np.zeros((len(alphas), len(dev)), dtype=bool)
             for j, ins in enumerate(dev):

@@ -13,7 +13,7 @@ from core.search import plan_walk
 from robot_app.sim import tuned_alpha
 from robot_app.sim.eval import ORACLE_MISS_LOGP
 from robot_app.sim.eval_truth import truth_node_sets
-from robot_app.sim.eval_tune import MIN_SEEN_NODES, dev_success, generate_dev_set, pick_alpha
+from robot_app.sim.eval_tune import MIN_SEEN_NODES, dev_success, generate_dev_set, pick_alpha, true_graph
 from robot_app.sim.views import PHRASES
 from robot_app.sim.world import load_world
 
@@ -49,6 +49,37 @@ def _oracle_logp(world, ins, xy, yaw):
         (nodes,) = truth_node_sets(world, [by_cat[c]], xy, yaw)
         logp[nodes, k] = 0.0
     return logp
+
+
+def test_true_graph_joins_near_nodes_by_true_distance_only():
+    # two parallel paths 10 m apart, nodes every metre, and a crossing node between them at x = 5
+    a = np.stack([np.arange(0.0, 10.0), np.zeros(10)], axis=1)
+    b = np.stack([np.arange(0.0, 10.0), np.full(10, 10.0)], axis=1)
+    xy = np.concatenate([a, b])
+    indptr, idx, w = true_graph(xy)
+    assert indptr.shape == (21,) and indptr[-1] == idx.size == w.size
+    for v in range(20):
+        nb = idx[indptr[v]:indptr[v + 1]]
+        assert np.all(np.hypot(*(xy[nb] - xy[v]).T) <= 3.0 + 1e-9)
+        assert np.all((nb < 10) == (v < 10)), "no edge between paths 10 m apart"
+        np.testing.assert_allclose(w[indptr[v]:indptr[v + 1]], np.hypot(*(xy[nb] - xy[v]).T), rtol=1e-6)
+    # the walk from node 0 to node 9 runs along its path, 9 m
+    r = plan_walk(indptr, idx, w, np.where(np.arange(20) == 9, 0.0, -20.0)[:, None], 0, alpha=0.01)
+    assert r.ok and r.nodes[-1] == 9 and np.all(r.nodes < 10) and r.length == pytest.approx(9.0)
+    # a wider node spacing widens the link so consecutive nodes stay joined
+    far = np.stack([np.arange(0.0, 50.0, 5.0), np.zeros(10)], axis=1)
+    ip, ix, _ = true_graph(far)
+    assert all(ip[v + 1] > ip[v] for v in range(10))
+    with pytest.raises(ValueError, match="xy"):
+        true_graph(np.array([[0.0, np.nan]]))
+    with pytest.raises(ValueError, match="link_m"):
+        true_graph(xy, link_m=0.0)
+
+
+def test_dev_set_truth_defaults_to_the_true_geometry(campus_line):
+    world, xy, yaw, csr = campus_line
+    assert [d.as_dict() for d in generate_dev_set(world, None, xy, yaw, n=5, seed=3)] == \
+        [d.as_dict() for d in generate_dev_set(world, true_graph(xy), xy, yaw, n=5, seed=3)]
 
 
 def test_dev_set_is_seeded_valid_and_solved_by_a_perfect_category_detector(campus_line):
