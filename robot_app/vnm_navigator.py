@@ -12,14 +12,21 @@ The goal is reached when the localisation is the walk's last node (GNM deploymen
 goal node; ``goal_close=True`` also asks for a distance below ``close_steps``).
 Lost (every distance above ``lost_steps`` for ``max_lost_steps`` steps), a missing camera frame, or
 the goal reached end the run; the robot is always stopped when :meth:`VnmNavigator.follow` returns.
+
+The localisation and subgoal rules live in :class:`WalkTracker` (pure numpy, no I/O), which the
+simulated drivers (:mod:`robot_app.sim.vnm_follow`, :mod:`robot_app.sim.eval_drive`) step too, so the
+evaluation measures exactly this loop. Its options (:class:`WalkRules`, ``[vnm_nav]`` in the config)
+default to GNM's deployment values; the extra rules are off by default and documented there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import logging
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,6 +34,127 @@ from core.control import waypoint_to_velocity
 from robot_app.navigator import RunReport
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WalkRules:
+    """Options of the walk-following loop (:class:`WalkTracker`); units in the names, distances in VNM time steps.
+
+    The first five are GNM's deployment parameters (visualnav-transformer ``navigate.py``: ``radius`` 4,
+    ``close_threshold`` 3, waypoint 2); the defaults reproduce that loop.
+
+    Attributes
+    ----------
+    window : int
+        Walk indices scored on each side of the last localisation (GNM ``radius``).
+    close_steps : float
+        Below this predicted distance to the localised node, the next node is the subgoal (GNM
+        ``close_threshold``).
+    lost_steps : float or None
+        A step whose best distance is above this finds no node; None: the top of the VNM's trained range
+        (its distances mean nothing beyond it).
+    max_lost_steps : int
+        Consecutive steps without a node before the run ends ``lost``.
+    goal_close : bool
+        Reached also needs a distance below ``close_steps`` to the last node (GNM only asks that the
+        localisation be the last node).
+    back_window : int or None
+        Walk indices scored BEHIND the last localisation; None: ``window`` (GNM's symmetric radius). A
+        small value is a temporal prior: the robot drives forward along the walk, so a localisation that
+        slides back several nodes per step (a view that matches earlier nodes while the robot turns at a
+        junction) is not allowed to run away down the walk.
+    recover_window : int
+        After a step that found no node, score this many indices on each side instead of ``window``
+        (re-localise over a wider stretch of the walk before declaring it lost, as a human operator
+        would look around); 0 or anything <= ``window``: never widen (GNM).
+    """
+
+    window: int = 4
+    close_steps: float = 3.0
+    lost_steps: float | None = None
+    max_lost_steps: int = 12
+    goal_close: bool = False
+    back_window: int | None = None
+    recover_window: int = 0
+
+
+@dataclass(frozen=True)
+class StepDecision:
+    """What :meth:`WalkTracker.update` decided for one step.
+
+    ``status``: ``drive`` (follow waypoint of walk index ``subgoal``), ``wait`` (no node found this step:
+    stop), ``lost`` (no node for ``max_lost_steps`` steps: end the run) or ``reached`` (end the run).
+    ``index`` is the localisation (walk index), ``best_steps`` the smallest predicted distance this step.
+    """
+
+    status: str
+    index: int
+    subgoal: int
+    best_steps: float
+
+
+class WalkTracker:
+    """Localisation and subgoal choice along a walk of ``n_nodes`` node images (no I/O, no model).
+
+    Per step: :meth:`window` gives the walk slice ``[lo, hi)`` to score; the caller runs the VNM on
+    those node images and passes the predicted distances (hi - lo,) to :meth:`update`, then drives
+    towards the waypoint of the returned subgoal (index ``subgoal - lo`` in that prediction).
+
+    Raises
+    ------
+    ValueError
+        ``n_nodes < 1`` or a negative window.
+    """
+
+    def __init__(self, n_nodes: int, rules: WalkRules = WalkRules(), *, lost_steps: float):
+        if n_nodes < 1:
+            raise ValueError(f"WalkTracker: the walk needs at least one node, got {n_nodes}")
+        if rules.window < 0 or rules.recover_window < 0 or (rules.back_window or 0) < 0:
+            raise ValueError(f"WalkTracker: window, back_window and recover_window must be >= 0, got {rules}")
+        self.n, self.rules = int(n_nodes), rules
+        self.lost_steps = float(rules.lost_steps if rules.lost_steps is not None else lost_steps)
+        self.index, self.lost = 0, 0
+        self._lo, self._hi = 0, min(self.n, rules.window + 1)
+
+    def reset(self, index: int = 0) -> None:
+        """Start again localised at walk ``index`` (after an intervention)."""
+        self.index, self.lost = int(min(max(index, 0), self.n - 1)), 0
+
+    def window(self) -> tuple[int, int]:
+        """The walk slice [lo, hi) to score this step."""
+        r = self.rules.window
+        back = r if self.rules.back_window is None else min(self.rules.back_window, r)
+        if self.lost > 0 and self.rules.recover_window > r:
+            r = back = self.rules.recover_window
+        self._lo, self._hi = max(0, self.index - back), min(self.n, self.index + r + 1)
+        return self._lo, self._hi
+
+    def update(self, dist_steps: np.ndarray) -> StepDecision:
+        """Decide from the distances (hi - lo,) float to the nodes of the last :meth:`window`.
+
+        Raises
+        ------
+        ValueError
+            ``dist_steps`` does not match the window's length.
+        """
+        d = np.asarray(dist_steps, dtype=np.float64).reshape(-1)
+        lo, hi = self._lo, self._hi
+        if d.shape[0] != hi - lo:
+            raise ValueError(f"dist_steps: expected {hi - lo} distances (walk slice [{lo}, {hi})), got {d.shape[0]}")
+        j = int(np.argmin(d))
+        best = float(d[j])
+        rules = self.rules
+        if not best <= self.lost_steps:
+            self.lost += 1
+            status = "lost" if self.lost >= rules.max_lost_steps else "wait"
+            return StepDecision(status, self.index, self.index, best)
+        self.lost = 0
+        self.index = lo + j
+        close = best < rules.close_steps
+        if self.index == self.n - 1 and (close or not rules.goal_close):
+            return StepDecision("reached", self.index, self.index, best)
+        sub = min(self.index + 1, hi - 1) if close else self.index  # a node this step scored
+        return StepDecision("drive", self.index, sub, best)
 
 
 def _rgb(jpeg: bytes) -> np.ndarray:
@@ -37,20 +165,30 @@ def _rgb(jpeg: bytes) -> np.ndarray:
 
 
 class VnmNavigator:
-    """Drives ``app.command`` along a walk whose node images come from the map."""
+    """Drives ``app.command`` along a walk whose node images come from the map.
 
-    def __init__(self, app, vnm, *, window: int = 4, close_steps: float = 3.0, lost_steps: float | None = None,
-                 waypoint_index: int = 2, max_v_mps: float | None = None, max_lost_steps: int = 12,
-                 timeout_s: float = 600.0, goal_close: bool = False):
+    The rules (:class:`WalkRules`) come from ``app.config.vnm_nav`` when the config has that section,
+    else the GNM defaults; keyword arguments given here override single rules. ``waypoint_index`` and
+    ``max_v_mps`` (default ``[models] vnm_max_v_mps``, capped by ``[robot] max_v_mps``) scale and pick
+    the waypoint; ``timeout_s`` ends a run as ``stuck``.
+    """
+
+    def __init__(self, app, vnm, *, window: int | None = None, close_steps: float | None = None,
+                 lost_steps: float | None = None, waypoint_index: int | None = None, max_v_mps: float | None = None,
+                 max_lost_steps: int | None = None, timeout_s: float = 600.0, goal_close: bool | None = None,
+                 recover_window: int | None = None, back_window: int | None = None):
         self.app = app
-        self.goal_close = goal_close
         self.vnm = vnm
-        self.window = window
-        self.close_steps = close_steps
-        self.lost_steps = lost_steps if lost_steps is not None else vnm.dist_range_steps[1]
+        nav = getattr(app.config, "vnm_nav", None)
+        base = WalkRules(**{f: getattr(nav, f) for f in WalkRules.__dataclass_fields__ if hasattr(nav, f)})
+        given = {"window": window, "close_steps": close_steps, "lost_steps": lost_steps,
+                 "max_lost_steps": max_lost_steps, "goal_close": goal_close, "recover_window": recover_window,
+                 "back_window": back_window}
+        self.rules = dataclasses.replace(base, **{k: v for k, v in given.items() if v is not None})
+        if waypoint_index is None:
+            waypoint_index = int(getattr(nav, "waypoint_index", 2))
         self.waypoint_index = min(waypoint_index, vnm.len_traj_pred - 1)
         self.max_v_mps = min(max_v_mps or app.config.models.vnm_max_v_mps, app.config.robot.max_v_mps)
-        self.max_lost_steps = max_lost_steps
         self.timeout_s = timeout_s
 
     def _command(self, v: float, omega: float) -> None:
@@ -64,7 +202,8 @@ class VnmNavigator:
         goals = await asyncio.to_thread(lambda: vnm.preprocess_many([_rgb(j) for j in node_jpegs]))
         ctx = vnm.new_context()
         period = 1.0 / vnm.frame_rate_hz
-        idx, lost, last_frame = 0, 0, None
+        tracker = WalkTracker(len(node_jpegs), self.rules, lost_steps=vnm.dist_range_steps[1])
+        last_frame = None
         t0 = time.monotonic()
         self.trace = trace = []  # kept on the navigator so a cancelled run still has it
         outcome, best_d = "cancelled", float("inf")
@@ -88,34 +227,25 @@ class VnmNavigator:
                 if not ctx.ready:
                     await asyncio.sleep(period)
                     continue
-                lo, hi = max(0, idx - self.window), min(len(node_jpegs), idx + self.window + 1)
+                lo, hi = tracker.window()
                 pred = await asyncio.to_thread(vnm.predict, ctx.stack(), goals[lo:hi])
-                d = pred.dist_steps
-                j = int(np.argmin(d))
-                best_d = float(d[j])
-                if best_d > self.lost_steps:
-                    lost += 1
+                dec = tracker.update(pred.dist_steps)
+                best_d = dec.best_steps
+                if dec.status in ("lost", "reached"):
+                    outcome = dec.status
+                    break
+                if dec.status == "wait":
                     self._command(0.0, 0.0)
-                    if lost >= self.max_lost_steps:
-                        outcome = "lost"
-                        break
                     await asyncio.sleep(period)
                     continue
-                lost = 0
-                idx = lo + j
-                if idx == len(node_jpegs) - 1 and (best_d < self.close_steps or not self.goal_close):
-                    outcome = "reached"
-                    break
-                # the next node as subgoal once close, if the window scored it (else next step's window will)
-                sub = min(idx + 1, hi - 1) if best_d < self.close_steps else idx
-                wp = pred.waypoints_m(max_v_mps=self.max_v_mps, frame_rate_hz=vnm.frame_rate_hz)[sub - lo,
+                wp = pred.waypoints_m(max_v_mps=self.max_v_mps, frame_rate_hz=vnm.frame_rate_hz)[dec.subgoal - lo,
                                                                                                   self.waypoint_index]
                 v, omega = waypoint_to_velocity(float(wp[0]), float(wp[1]), dt_s=period, max_v_mps=self.max_v_mps,
                                                 max_omega_radps=self.app.config.robot.max_omega_radps)
                 self._command(v, omega)
-                trace.append((now - t0, idx, sub, best_d, v, omega))
+                trace.append((now - t0, dec.index, dec.subgoal, best_d, v, omega))
                 await asyncio.sleep(period)
         finally:
             self._command(0.0, 0.0)
-        log.info("VNM walk %s after %.1f s at walk index %d", outcome, time.monotonic() - t0, idx)
-        return RunReport(outcome, idx, best_d, time.monotonic() - t0, trace)
+        log.info("VNM walk %s after %.1f s at walk index %d", outcome, time.monotonic() - t0, tracker.index)
+        return RunReport(outcome, tracker.index, best_d, time.monotonic() - t0, trace)

@@ -59,6 +59,9 @@ class DriveParams:
     close_steps: float = 3.0
     max_lost_steps: int = 12
     waypoint_index: int = 2
+    goal_close: bool = False
+    recover_window: int = 0
+    back_window: int | None = None
     gps_noise_m: float = 1.0
     time_limit_s: float | None = None  # None: 2 x the walk's length at max_v_mps + 60 s
 
@@ -140,17 +143,22 @@ class _GpsFollower:
 
 
 class _VnmFollower:
-    """The GNM deployment loop on rendered frames (see the module docstring)."""
+    """The GNM deployment loop on rendered frames: :class:`robot_app.vnm_navigator.WalkTracker` stepped."""
 
     def __init__(self, vnm, goals: np.ndarray, renderer, p: DriveParams):
+        from robot_app.vnm_navigator import WalkRules, WalkTracker
+
         self.vnm, self.goals, self.ren, self.p = vnm, goals, renderer, p
         self.ctx = vnm.new_context()
-        self.idx, self.lost, self.frame_no = 0, 0, 0
-        self.lost_steps = vnm.dist_range_steps[1]
+        self.frame_no = 0
+        rules = WalkRules(window=p.window, close_steps=p.close_steps, max_lost_steps=p.max_lost_steps,
+                          goal_close=p.goal_close, recover_window=p.recover_window,
+                          back_window=p.back_window)
+        self.tracker = WalkTracker(goals.shape[0], rules, lost_steps=vnm.dist_range_steps[1])
         self.wp_index = min(p.waypoint_index, vnm.len_traj_pred - 1)
 
     def reset(self, index: int) -> None:
-        self.idx, self.lost = index, 0
+        self.tracker.reset(index)
         self.ctx.clear()
 
     def step(self, st) -> tuple[float, float, bool, bool]:
@@ -159,21 +167,15 @@ class _VnmFollower:
         self.ctx.push(frame)
         while not self.ctx.ready:  # after a start or a reset: the context is the current view
             self.ctx.push(frame)
-        n = self.goals.shape[0]
-        lo, hi = max(0, self.idx - self.p.window), min(n, self.idx + self.p.window + 1)
+        lo, hi = self.tracker.window()
         pred = self.vnm.predict(self.ctx.stack(), self.goals[lo:hi])
-        d = pred.dist_steps
-        j = int(np.argmin(d))
-        if float(d[j]) > self.lost_steps:
-            self.lost += 1
-            return 0.0, 0.0, False, self.lost >= self.p.max_lost_steps
-        self.lost = 0
-        self.idx = lo + j
-        close = float(d[j]) < self.p.close_steps
-        if self.idx == n - 1 and close:
+        dec = self.tracker.update(pred.dist_steps)
+        if dec.status in ("wait", "lost"):
+            return 0.0, 0.0, False, dec.status == "lost"
+        if dec.status == "reached":
             return 0.0, 0.0, True, False
-        sub = min(self.idx + 1, hi - 1) if close else self.idx  # the subgoal must be a scored node
-        wp = pred.waypoints_m(max_v_mps=self.p.max_v_mps, frame_rate_hz=self.vnm.frame_rate_hz)[sub - lo, self.wp_index]
+        wp = pred.waypoints_m(max_v_mps=self.p.max_v_mps,
+                              frame_rate_hz=self.vnm.frame_rate_hz)[dec.subgoal - lo, self.wp_index]
         v, w = waypoint_to_velocity(float(wp[0]), float(wp[1]), dt_s=1.0 / self.p.control_hz,
                                     max_v_mps=self.p.max_v_mps, max_omega_radps=self.p.max_omega_radps)
         return v, w, False, False

@@ -125,7 +125,8 @@ def follow_walk(world: World | str, vnm, node_images: Sequence[np.ndarray], *, s
                 window: int = 4, close_steps: float = 3.0, lost_steps: float | None = None, waypoint_index: int = 2,
                 max_lost_steps: int = 12, timeout_s: float | None = None, physics_hz: float = 50.0, seed: int = 0,
                 width: int = 160, height: int = 120, hfov_deg: float = 90.0, camera_height_m: float = 0.5,
-                image_noise: float = 2.0, robot_radius_m: float = 0.33, goal_close: bool = False) -> FollowResult:
+                image_noise: float = 2.0, robot_radius_m: float = 0.33, goal_close: bool = False,
+                recover_window: int = 0, back_window: int | None = None) -> FollowResult:
     """Drive a walk given by its node images with ``vnm`` in ``world`` on the simulation clock.
 
     Parameters
@@ -143,10 +144,11 @@ def follow_walk(world: World | str, vnm, node_images: Sequence[np.ndarray], *, s
     max_v_mps, max_omega_radps : float
         Speed limits; ``max_v_mps`` also scales the waypoints to metres (GNM deployment convention;
         [models] vnm_max_v_mps, [robot] max_omega_radps defaults).
-    window, close_steps, lost_steps, waypoint_index, max_lost_steps, goal_close
-        As :class:`robot_app.vnm_navigator.VnmNavigator` (``lost_steps`` default: the trained range's top;
-        the goal is reached when the robot localises on the last node, and with ``goal_close`` also closer
-        than ``close_steps``, GNM's deployment rule).
+    window, close_steps, lost_steps, waypoint_index, max_lost_steps, goal_close, recover_window, back_window
+        As :class:`robot_app.vnm_navigator.WalkRules` (the loop steps its
+        :class:`~robot_app.vnm_navigator.WalkTracker`; ``lost_steps`` default: the trained range's top;
+        the goal is reached when the robot localises on the last node, GNM's deployment rule, and with
+        ``goal_close`` also closer than ``close_steps``).
     timeout_s : float, optional
         Simulated time limit; default 3 x (node count x 3 m) / ``max_v_mps`` + 30 s.
     physics_hz : float
@@ -174,16 +176,21 @@ def follow_walk(world: World | str, vnm, node_images: Sequence[np.ndarray], *, s
         if node_poses is None:
             raise ValueError("follow_walk: give start_pose or node_poses")
         start_pose = tuple(float(v) for v in node_poses[0])
+    from robot_app.vnm_navigator import WalkRules, WalkTracker
+
     goals = vnm.preprocess_many(list(node_images))
     n = len(node_images)
-    lost_steps = vnm.dist_range_steps[1] if lost_steps is None else lost_steps
+    rules = WalkRules(window=window, close_steps=close_steps, lost_steps=lost_steps, max_lost_steps=max_lost_steps,
+                      goal_close=goal_close, recover_window=recover_window,
+                      back_window=back_window)
+    tracker = WalkTracker(n, rules, lost_steps=vnm.dist_range_steps[1])
     wi = min(waypoint_index, vnm.len_traj_pred - 1)
     period = 1.0 / vnm.frame_rate_hz
     per = max(1, int(round(physics_hz * period)))
     timeout_s = timeout_s if timeout_s is not None else 3.0 * n * 3.0 / max_v_mps + 30.0
     plant = WorldPlant(w, start=start_pose, robot_radius_m=robot_radius_m)
     ctx = vnm.new_context()
-    idx, lost, best_d, k = 0, 0, float("inf"), 0
+    k = 0
     outcome, xy, trace = "stuck", [], []
     wall0 = time.perf_counter()
     with WorldRenderer(w, width=width, height=height, hfov_deg=hfov_deg, camera_height_m=camera_height_m,
@@ -194,26 +201,17 @@ def follow_walk(world: World | str, vnm, node_images: Sequence[np.ndarray], *, s
             ctx.push(ren.render(st.x_m, st.y_m, st.yaw_rad, index=k))
             v = omega = 0.0
             if ctx.ready:
-                lo, hi = max(0, idx - window), min(n, idx + window + 1)
+                lo, hi = tracker.window()
                 pred = vnm.predict(ctx.stack(), goals[lo:hi])
-                j = int(np.argmin(pred.dist_steps))
-                best_d = float(pred.dist_steps[j])
-                if best_d > lost_steps:
-                    lost += 1
-                    if lost >= max_lost_steps:
-                        outcome = "lost"
-                        break
-                else:
-                    lost = 0
-                    idx = lo + j
-                    if idx == n - 1 and (best_d < close_steps or not goal_close):  # as VnmNavigator
-                        outcome = "reached"
-                        break
-                    sub = min(idx + 1, hi - 1) if best_d < close_steps else idx  # a node the window scored
-                    wp = pred.waypoints_m(max_v_mps=max_v_mps, frame_rate_hz=vnm.frame_rate_hz)[sub - lo, wi]
+                dec = tracker.update(pred.dist_steps)
+                if dec.status in ("lost", "reached"):
+                    outcome = dec.status
+                    break
+                if dec.status == "drive":
+                    wp = pred.waypoints_m(max_v_mps=max_v_mps, frame_rate_hz=vnm.frame_rate_hz)[dec.subgoal - lo, wi]
                     v, omega = waypoint_to_velocity(float(wp[0]), float(wp[1]), dt_s=period, max_v_mps=max_v_mps,
                                                     max_omega_radps=max_omega_radps)
-                    trace.append((k * period, idx, sub, best_d, v, omega))
+                    trace.append((k * period, dec.index, dec.subgoal, dec.best_steps, v, omega))
             left, right = twist_to_wheels(v, omega, wheel_radius_m=plant.r, wheel_separation_m=plant.ws)
             for _ in range(per):
                 plant.step(left, right, 1.0 / physics_hz)
@@ -227,8 +225,8 @@ def follow_walk(world: World | str, vnm, node_images: Sequence[np.ndarray], *, s
                 break
     traj = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
     end_err = float(np.hypot(*(traj[-1] - np.asarray(node_poses)[-1, :2]))) if node_poses is not None else math.nan
-    res = FollowResult(outcome, traj, list(plant.collisions), idx, end_err, k * period, time.perf_counter() - wall0,
+    res = FollowResult(outcome, traj, list(plant.collisions), tracker.index, end_err, k * period, time.perf_counter() - wall0,
                        trace)
-    log.info("sim VNM walk: %s at node %d/%d after %.1f s sim (%.1f m driven, %.1f s wall)", outcome, idx, n - 1,
+    log.info("sim VNM walk: %s at node %d/%d after %.1f s sim (%.1f m driven, %.1f s wall)", outcome, tracker.index, n - 1,
              res.sim_time_s, res.distance_m, res.wall_s)
     return res
