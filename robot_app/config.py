@@ -214,6 +214,30 @@ class MissionConfig:
 
 
 @dataclass(frozen=True)
+class VnmNavConfig:
+    """The VNM navigator's walk-following rules (robot_app.vnm_navigator.WalkRules; GNM deployment loop)."""
+
+    window: int = _opt(4, min=0, max=100, doc="walk nodes scored on each side of the last localisation (GNM radius)")
+    close_steps: float = _opt(3.0, min=0.0, max=1000.0,
+                              doc="VNM time steps: closer than this to the localised node, aim at the next "
+                                  "node (GNM close_threshold)")
+    lost_steps: float = _opt(0.0, min=0.0, max=1000.0,
+                             doc="VNM time steps: a step whose best distance is above this finds no node; "
+                                 "0 = the top of the VNM's trained range (sidecar)")
+    max_lost_steps: int = _opt(12, min=1, max=10000, doc="steps without a node before the run ends lost")
+    goal_close: bool = _opt(False, doc="the goal also needs a distance below close_steps (GNM: localised "
+                                       "on the last node is enough)")
+    goal_confirm_steps: int = _opt(1, min=1, max=100,
+                                   doc="steps localised on the last node, driving on towards it, before the "
+                                       "goal counts as reached (1 = GNM)")
+    recover_window: int = _opt(0, min=0, max=1000,
+                               doc="after a step without a node, score this many nodes on each side "
+                                   "(0 = never widen)")
+    waypoint_index: int = _opt(2, min=0, max=100, doc="predicted waypoint the controller steers to (GNM: 2 of 5; "
+                                                      "clipped to the model's last)")
+
+
+@dataclass(frozen=True)
 class CameraConfig:
     """The robot's camera (OpenCV capture). Frames are dropped, never queued, when consumers are slow."""
 
@@ -314,6 +338,7 @@ class Config:
     robot: RobotConfig = field(default_factory=RobotConfig)
     mapping: MappingConfig = field(default_factory=MappingConfig)
     mission: MissionConfig = field(default_factory=MissionConfig)
+    vnm_nav: VnmNavConfig = field(default_factory=VnmNavConfig)
     camera: CameraConfig = field(default_factory=CameraConfig)
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     ui: UiConfig = field(default_factory=UiConfig)

@@ -58,11 +58,11 @@ class WalkRules:
     goal_close : bool
         Reached also needs a distance below ``close_steps`` to the last node (GNM only asks that the
         localisation be the last node).
-    back_window : int or None
-        Walk indices scored BEHIND the last localisation; None: ``window`` (GNM's symmetric radius). A
-        small value is a temporal prior: the robot drives forward along the walk, so a localisation that
-        slides back several nodes per step (a view that matches earlier nodes while the robot turns at a
-        junction) is not allowed to run away down the walk.
+    goal_confirm_steps : int
+        Consecutive steps localised on the last node (driving towards it meanwhile) before the goal counts
+        as reached; 1: at once (GNM). The arg-min moves to a node before the robot is at it (about half
+        way from the node before, further with nodes a few metres apart), so the first step there stops
+        the robot short of the goal; a few more steps drive it the rest of the way.
     recover_window : int
         After a step that found no node, score this many indices on each side instead of ``window``
         (re-localise over a wider stretch of the walk before declaring it lost, as a human operator
@@ -74,7 +74,7 @@ class WalkRules:
     lost_steps: float | None = None
     max_lost_steps: int = 12
     goal_close: bool = False
-    back_window: int | None = None
+    goal_confirm_steps: int = 1
     recover_window: int = 0
 
 
@@ -109,24 +109,25 @@ class WalkTracker:
     def __init__(self, n_nodes: int, rules: WalkRules = WalkRules(), *, lost_steps: float):
         if n_nodes < 1:
             raise ValueError(f"WalkTracker: the walk needs at least one node, got {n_nodes}")
-        if rules.window < 0 or rules.recover_window < 0 or (rules.back_window or 0) < 0:
-            raise ValueError(f"WalkTracker: window, back_window and recover_window must be >= 0, got {rules}")
+        if rules.goal_confirm_steps < 1:
+            raise ValueError(f"WalkTracker: goal_confirm_steps must be >= 1, got {rules.goal_confirm_steps}")
+        if rules.window < 0 or rules.recover_window < 0:
+            raise ValueError(f"WalkTracker: window and recover_window must be >= 0, got {rules}")
         self.n, self.rules = int(n_nodes), rules
         self.lost_steps = float(rules.lost_steps if rules.lost_steps is not None else lost_steps)
-        self.index, self.lost = 0, 0
+        self.index, self.lost, self.at_goal = 0, 0, 0
         self._lo, self._hi = 0, min(self.n, rules.window + 1)
 
     def reset(self, index: int = 0) -> None:
         """Start again localised at walk ``index`` (after an intervention)."""
-        self.index, self.lost = int(min(max(index, 0), self.n - 1)), 0
+        self.index, self.lost, self.at_goal = int(min(max(index, 0), self.n - 1)), 0, 0
 
     def window(self) -> tuple[int, int]:
         """The walk slice [lo, hi) to score this step."""
         r = self.rules.window
-        back = r if self.rules.back_window is None else min(self.rules.back_window, r)
         if self.lost > 0 and self.rules.recover_window > r:
-            r = back = self.rules.recover_window
-        self._lo, self._hi = max(0, self.index - back), min(self.n, self.index + r + 1)
+            r = self.rules.recover_window
+        self._lo, self._hi = max(0, self.index - r), min(self.n, self.index + r + 1)
         return self._lo, self._hi
 
     def update(self, dist_steps: np.ndarray) -> StepDecision:
@@ -152,7 +153,11 @@ class WalkTracker:
         self.index = lo + j
         close = best < rules.close_steps
         if self.index == self.n - 1 and (close or not rules.goal_close):
-            return StepDecision("reached", self.index, self.index, best)
+            self.at_goal += 1
+            if self.at_goal >= rules.goal_confirm_steps:
+                return StepDecision("reached", self.index, self.index, best)
+            return StepDecision("drive", self.index, self.index, best)
+        self.at_goal = 0
         sub = min(self.index + 1, hi - 1) if close else self.index  # a node this step scored
         return StepDecision("drive", self.index, sub, best)
 
@@ -176,14 +181,16 @@ class VnmNavigator:
     def __init__(self, app, vnm, *, window: int | None = None, close_steps: float | None = None,
                  lost_steps: float | None = None, waypoint_index: int | None = None, max_v_mps: float | None = None,
                  max_lost_steps: int | None = None, timeout_s: float = 600.0, goal_close: bool | None = None,
-                 recover_window: int | None = None, back_window: int | None = None):
+                 recover_window: int | None = None, goal_confirm_steps: int | None = None):
         self.app = app
         self.vnm = vnm
         nav = getattr(app.config, "vnm_nav", None)
         base = WalkRules(**{f: getattr(nav, f) for f in WalkRules.__dataclass_fields__ if hasattr(nav, f)})
+        if not base.lost_steps:  # [vnm_nav] lost_steps = 0: the model's trained range
+            base = dataclasses.replace(base, lost_steps=None)
         given = {"window": window, "close_steps": close_steps, "lost_steps": lost_steps,
                  "max_lost_steps": max_lost_steps, "goal_close": goal_close, "recover_window": recover_window,
-                 "back_window": back_window}
+                 "goal_confirm_steps": goal_confirm_steps}
         self.rules = dataclasses.replace(base, **{k: v for k, v in given.items() if v is not None})
         if waypoint_index is None:
             waypoint_index = int(getattr(nav, "waypoint_index", 2))

@@ -61,7 +61,7 @@ class DriveParams:
     waypoint_index: int = 2
     goal_close: bool = False
     recover_window: int = 0
-    back_window: int | None = None
+    goal_confirm_steps: int = 1
     gps_noise_m: float = 1.0
     time_limit_s: float | None = None  # None: 2 x the walk's length at max_v_mps + 60 s
 
@@ -153,7 +153,7 @@ class _VnmFollower:
         self.frame_no = 0
         rules = WalkRules(window=p.window, close_steps=p.close_steps, max_lost_steps=p.max_lost_steps,
                           goal_close=p.goal_close, recover_window=p.recover_window,
-                          back_window=p.back_window)
+                          goal_confirm_steps=p.goal_confirm_steps)
         self.tracker = WalkTracker(goals.shape[0], rules, lost_steps=vnm.dist_range_steps[1])
         self.wp_index = min(p.waypoint_index, vnm.len_traj_pred - 1)
 

@@ -126,7 +126,7 @@ def follow_walk(world: World | str, vnm, node_images: Sequence[np.ndarray], *, s
                 max_lost_steps: int = 12, timeout_s: float | None = None, physics_hz: float = 50.0, seed: int = 0,
                 width: int = 160, height: int = 120, hfov_deg: float = 90.0, camera_height_m: float = 0.5,
                 image_noise: float = 2.0, robot_radius_m: float = 0.33, goal_close: bool = False,
-                recover_window: int = 0, back_window: int | None = None) -> FollowResult:
+                recover_window: int = 0, goal_confirm_steps: int = 1) -> FollowResult:
     """Drive a walk given by its node images with ``vnm`` in ``world`` on the simulation clock.
 
     Parameters
@@ -144,7 +144,8 @@ def follow_walk(world: World | str, vnm, node_images: Sequence[np.ndarray], *, s
     max_v_mps, max_omega_radps : float
         Speed limits; ``max_v_mps`` also scales the waypoints to metres (GNM deployment convention;
         [models] vnm_max_v_mps, [robot] max_omega_radps defaults).
-    window, close_steps, lost_steps, waypoint_index, max_lost_steps, goal_close, recover_window, back_window
+    window, close_steps, lost_steps, waypoint_index, max_lost_steps, goal_close, recover_window,
+    goal_confirm_steps
         As :class:`robot_app.vnm_navigator.WalkRules` (the loop steps its
         :class:`~robot_app.vnm_navigator.WalkTracker`; ``lost_steps`` default: the trained range's top;
         the goal is reached when the robot localises on the last node, GNM's deployment rule, and with
@@ -182,7 +183,7 @@ def follow_walk(world: World | str, vnm, node_images: Sequence[np.ndarray], *, s
     n = len(node_images)
     rules = WalkRules(window=window, close_steps=close_steps, lost_steps=lost_steps, max_lost_steps=max_lost_steps,
                       goal_close=goal_close, recover_window=recover_window,
-                      back_window=back_window)
+                      goal_confirm_steps=goal_confirm_steps)
     tracker = WalkTracker(n, rules, lost_steps=vnm.dist_range_steps[1])
     wi = min(waypoint_index, vnm.len_traj_pred - 1)
     period = 1.0 / vnm.frame_rate_hz

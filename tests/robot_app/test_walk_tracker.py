@@ -33,6 +33,17 @@ def test_goal_reached_when_localised_on_the_last_node_unless_goal_close():
     assert _step(tr, lambda i: 1.0 if i == 4 else 10.0).status == "reached"
 
 
+def test_goal_confirm_steps_drive_on_towards_the_last_node_before_reaching_it():
+    tr = WalkTracker(5, WalkRules(goal_confirm_steps=3), lost_steps=40.0)
+    last = lambda i: 20.0 - 4.0 * i  # noqa: E731 - the last node is the closest
+    decs = [_step(tr, last) for _ in range(3)]
+    assert [d.status for d in decs] == ["drive", "drive", "reached"] and decs[0].subgoal == 4
+    tr.reset(2)
+    _step(tr, last)
+    _step(tr, lambda i: 1.0 if i == 3 else 9.0)  # localised elsewhere: the count starts again
+    assert [_step(tr, last).status for _ in range(3)] == ["drive", "drive", "reached"]
+
+
 def test_lost_after_max_lost_steps_without_a_node_and_the_localisation_kept():
     tr = WalkTracker(10, WalkRules(max_lost_steps=3), lost_steps=20.0)
     _step(tr, lambda i: abs(i - 3) + 5.0)
@@ -41,18 +52,6 @@ def test_lost_after_max_lost_steps_without_a_node_and_the_localisation_kept():
     assert statuses == ["wait", "wait", "lost"] and tr.index == 3
     tr.reset(6)
     assert tr.index == 6 and tr.lost == 0
-
-
-def test_back_window_limits_how_far_the_localisation_slides_back():
-    sym = WalkTracker(20, lost_steps=20.0)
-    sym.reset(10)
-    fwd = WalkTracker(20, WalkRules(back_window=1), lost_steps=20.0)
-    fwd.reset(10)
-    for _ in range(3):
-        for tr in (sym, fwd):  # every node behind the start looks closest, the first the most
-            _step(tr, lambda i: 1.0 + 0.01 * i if i < 10 else 15.0)
-    assert sym.index == 0 and fwd.index == 7  # 4 nodes back per step against 1
-    assert fwd.window() == (6, 12)
 
 
 def test_recover_window_widens_the_search_after_a_step_without_a_node():
@@ -65,7 +64,8 @@ def test_recover_window_widens_the_search_after_a_step_without_a_node():
     assert (dec.status, dec.index) == ("drive", 18) and tr.window() == (14, 23)
 
 
-@pytest.mark.parametrize("kwargs, match", [({"window": -1}, "must be >= 0"), ({"back_window": -2}, "must be >= 0")])
+@pytest.mark.parametrize("kwargs, match", [({"window": -1}, "must be >= 0"), ({"recover_window": -2}, "must be >= 0"),
+                                           ({"goal_confirm_steps": 0}, "goal_confirm_steps must be >= 1")])
 def test_bad_rules_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         WalkTracker(5, WalkRules(**kwargs), lost_steps=20.0)
@@ -78,3 +78,37 @@ def test_distances_must_match_the_window():
     tr.window()
     with pytest.raises(ValueError, match=r"expected 5 distances \(walk slice \[0, 5\)\), got 3"):
         tr.update(np.zeros(3))
+
+
+def test_vnm_nav_config_defaults_are_gnms_and_bad_values_are_named(tmp_path):
+    from robot_app.config import ConfigError, VnmNavConfig, load_config
+
+    c = VnmNavConfig()
+    assert (c.window, c.close_steps, c.waypoint_index, c.goal_close) == (4, 3.0, 2, False)
+    for line, message in [("window = -1", r"\[vnm_nav\] window: -1 is below the minimum 0"),
+                          ("goal_confirm_steps = 0", r"\[vnm_nav\] goal_confirm_steps: 0 is below the minimum 1"),
+                          ("close_steps = \"near\"", r"\[vnm_nav\] close_steps: expected a number"),
+                          ("goal_close = 1", r"\[vnm_nav\] goal_close: expected true or false"),
+                          ("radius = 4", r"\[vnm_nav\] radius: unknown key")]:
+        p = tmp_path / "c.toml"
+        p.write_text(f"[vnm_nav]\n{line}\n")
+        with pytest.raises(ConfigError, match=message) as exc:
+            load_config(p)
+        assert str(p) in str(exc.value)
+
+
+def test_vnm_navigator_takes_its_rules_from_the_config(tmp_path):
+    import types
+
+    from models.vnm import open_vnm
+    from robot_app.config import load_config
+    from robot_app.sim import shipped_models_dir
+    from robot_app.vnm_navigator import VnmNavigator
+
+    p = tmp_path / "c.toml"
+    p.write_text("[vnm_nav]\nwindow = 6\ngoal_confirm_steps = 3\nrecover_window = 12\nwaypoint_index = 9\n")
+    app = types.SimpleNamespace(config=load_config(p), camera=None)
+    vnm = open_vnm(shipped_models_dir(), warm_up=False)
+    nav = VnmNavigator(app, vnm, close_steps=5.0)
+    assert nav.rules == WalkRules(window=6, close_steps=5.0, goal_confirm_steps=3, recover_window=12)
+    assert nav.rules.lost_steps is None and nav.waypoint_index == vnm.len_traj_pred - 1
