@@ -1,0 +1,150 @@
+"""Development drives for the VNM navigator: seeded random walks on a map's TRUE geometry, driven in the sim.
+
+Choosing the navigator's rules (:class:`robot_app.vnm_navigator.WalkRules`) on ``robot-app eval sim``'s
+instruction sets would tune on the figures it reports; these walks are drawn from the map alone.
+:func:`dev_walks` picks random start nodes and, for each, a random end node 40-150 m away along the
+shortest FORWARD path on the nodes' true positions (nodes within ``link_m`` joined, as
+:func:`robot_app.sim.eval_tune.true_graph`; a step u -> v is forward when its direction is within
+``max_turn_deg`` of both nodes' recorded headings, so node images face the way the walk drives, the way
+``eval sim``'s instruction routes are laid out). Paths join stretches of the exploration where it crossed
+itself, so they turn at junctions. :func:`drive_dev_walks` drives each with
+:func:`robot_app.sim.eval_drive.drive_walk` (mode ``vnm``, the eval's judge and operator) and sums the
+outcome: share of walks reaching their end, disengagements per 100 m by kind, and how many happened
+near a turn (the node headings 4 walk nodes before and after differ by more than 40 degrees).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+
+__all__ = ["dev_walks", "drive_dev_walks"]
+
+log = logging.getLogger(__name__)
+
+
+def dev_walks(xy: np.ndarray, yaw: np.ndarray, *, n: int = 30, seed: int = 0, min_m: float = 40.0,
+              max_m: float = 150.0, link_m: float = 3.0, max_turn_deg: float = 72.5) -> list[list[int]]:
+    """Seeded random forward walks (lists of node indices) between map nodes.
+
+    Parameters
+    ----------
+    xy : (N, 2) float, true node positions, m ENU, in recording order.
+    yaw : (N,) float, true node headings, rad (the way each node image faces).
+    n, seed : how many walks, and the seed of the draw.
+    min_m, max_m : walk length range, m (along the path).
+    link_m : nodes at most this far apart are joined (:func:`robot_app.sim.eval_tune.true_graph`).
+    max_turn_deg : a step is forward when its direction is within this of both nodes' headings.
+
+    Returns
+    -------
+    list of ``n`` walks (fewer when the map has too few such paths), each a list of node indices.
+
+    Raises
+    ------
+    ValueError
+        ``xy`` / ``yaw`` shapes disagree, or a bad length range.
+    """
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import dijkstra
+
+    from robot_app.sim.eval_tune import true_graph
+
+    xy, yaw = np.asarray(xy, np.float64), np.asarray(yaw, np.float64).reshape(-1)
+    if xy.ndim != 2 or xy.shape[1] != 2 or yaw.shape[0] != xy.shape[0]:
+        raise ValueError(f"xy (N, 2) and yaw (N,) must agree, got {xy.shape} and {yaw.shape}")
+    if not 0 <= min_m < max_m:
+        raise ValueError(f"walk length range: need 0 <= min_m < max_m, got {min_m}, {max_m}")
+    m = xy.shape[0]
+    indptr, dst, w = true_graph(xy, link_m=link_m)
+    src = np.repeat(np.arange(m), np.diff(indptr))
+    d = xy[dst] - xy[src]
+    h = np.arctan2(d[:, 1], d[:, 0])
+    c = math.cos(math.radians(max_turn_deg))
+    fwd = (np.cos(h - yaw[src]) > c) & (np.cos(h - yaw[dst]) > c)
+    graph = csr_matrix((w[fwd].astype(np.float64), (src[fwd], dst[fwd])), shape=(m, m))
+    rng = np.random.default_rng(seed)
+    walks: list[list[int]] = []
+    for _ in range(200 * n):
+        if len(walks) >= n:
+            break
+        a = int(rng.integers(m))
+        dist, pred = dijkstra(graph, indices=a, return_predecessors=True)
+        ends = np.flatnonzero(np.isfinite(dist) & (dist >= min_m) & (dist <= max_m))
+        if ends.size == 0:
+            continue
+        path = [int(rng.choice(ends))]
+        while path[-1] != a:
+            path.append(int(pred[path[-1]]))
+        walks.append(path[::-1])
+    return walks
+
+
+def _near_turn(yaw: np.ndarray, walk: list[int], i: int, k: int = 4) -> bool:
+    a, b = walk[max(0, i - k)], walk[min(len(walk) - 1, i + k)]
+    return abs(math.remainder(float(yaw[b] - yaw[a]), 2 * math.pi)) > math.radians(40.0)
+
+
+class _Events(logging.Handler):
+    """Collects ``drive_walk``'s disengagement records (kind, walk index)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.items: list[tuple[str, int]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "disengagement" in str(record.msg) and record.args and len(record.args) == 5:
+            self.items.append((str(record.args[1]), int(record.args[4])))
+
+
+def drive_dev_walks(world, walks: list[list[int]], xy: np.ndarray, yaw: np.ndarray, node_image, vnm, *,
+                    params=None, camera: dict | None = None) -> dict:
+    """Drive ``walks`` with the VNM (``eval sim``'s driver and judge) and sum the outcome.
+
+    Parameters
+    ----------
+    world : robot_app.sim.world.World
+    walks : from :func:`dev_walks`; xy, yaw : as there (true node poses).
+    node_image : callable node index -> (H, W, 3) uint8 RGB, the map's image of the node.
+    vnm : models.vnm.VnmModel
+    params : robot_app.sim.eval_drive.DriveParams, optional (default: eval sim's).
+    camera : the sim camera (``width``, ``height``, ``hfov_deg``), default 160 x 120, 90 deg.
+
+    Returns
+    -------
+    dict: ``walks``, ``km``, ``reached`` (share), ``per_100m`` (disengagements), ``kinds`` (count by
+    kind), ``near_turn`` (disengagements near a turn), ``rows`` (per walk: length_m, reached,
+    disengagements, final_error_m).
+    """
+    from robot_app.sim import eval_drive
+
+    params = params or eval_drive.DriveParams()
+    camera = camera or {"width": 160, "height": 120, "hfov_deg": 90.0}
+    handler = _Events()
+    elog = logging.getLogger(eval_drive.__name__)
+    old_level = elog.level
+    elog.addHandler(handler)
+    elog.setLevel(logging.DEBUG)
+    rows, near = [], 0
+    try:
+        for k, walk in enumerate(walks):
+            handler.items.clear()
+            length = float(np.hypot(*np.diff(xy[walk], axis=0).T).sum())
+            res = eval_drive.drive_walk(world, xy[walk], mode="vnm", vnm=vnm, node_images=[node_image(v) for v in walk],
+                                        camera=camera, params=params, seed=k)
+            near += sum(_near_turn(yaw, walk, i) for _, i in handler.items)
+            rows.append({"length_m": round(length, 1), "reached": res.reached,
+                         "disengagements": dict(res.disengagements),
+                         "final_error_m": None if not math.isfinite(res.final_error_m) else round(res.final_error_m, 2)})
+            log.info("dev walk %d/%d: %.0f m, %s, %s", k + 1, len(walks), length,
+                     "reached" if res.reached else "not reached", res.disengagements)
+    finally:
+        elog.removeHandler(handler)
+        elog.setLevel(old_level)
+    km = sum(r["length_m"] for r in rows) / 1000.0
+    kinds = {kd: sum(r["disengagements"][kd] for r in rows) for kd in eval_drive.DISENGAGEMENT_KINDS}
+    return {"walks": len(rows), "km": round(km, 3), "reached": float(np.mean([r["reached"] for r in rows])) if rows else 0.0,
+            "per_100m": round(sum(kinds.values()) / (10.0 * km), 2) if km > 0 else 0.0, "kinds": kinds,
+            "near_turn": int(near), "rows": rows}
