@@ -148,3 +148,57 @@ def drive_dev_walks(world, walks: list[list[int]], xy: np.ndarray, yaw: np.ndarr
     return {"walks": len(rows), "km": round(km, 3), "reached": float(np.mean([r["reached"] for r in rows])) if rows else 0.0,
             "per_100m": round(sum(kinds.values()) / (10.0 * km), 2) if km > 0 else 0.0, "kinds": kinds,
             "near_turn": int(near), "rows": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m robot_app.sim.vnm_devdrive EVAL_DIR --world W [--n N] [--seed S] [--models DIR] [RULE=VALUE ...]``.
+
+    ``EVAL_DIR`` is a ``robot-app eval sim --out`` folder (its ``map.sqlite`` and ``exploration/``);
+    ``RULE=VALUE`` overrides a :class:`robot_app.sim.eval_drive.DriveParams` field (e.g.
+    ``goal_confirm_steps=1 recover_window=0`` for GNM's own rules). Prints the summary as JSON.
+    """
+    import argparse
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from core.mapstore import open_map
+    from core.tlog import read_log
+    from models.vnm import open_vnm
+    from robot_app.map_build import decode_jpeg
+    from robot_app.sim import shipped_models_dir
+    from robot_app.sim.eval_drive import DriveParams
+    from robot_app.sim.eval_truth import node_true_poses
+    from robot_app.sim.world import load_world
+
+    ap = argparse.ArgumentParser(prog="python -m robot_app.sim.vnm_devdrive", description=main.__doc__)
+    ap.add_argument("eval_dir", type=Path)
+    ap.add_argument("--world", required=True)
+    ap.add_argument("--n", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--models", type=Path, default=None)
+    ap.add_argument("rules", nargs="*", metavar="RULE=VALUE")
+    a = ap.parse_intermixed_args(argv)
+    fields = {f.name: f.type for f in dataclasses.fields(DriveParams)}
+    over = {}
+    for item in a.rules:
+        key, _, value = item.partition("=")
+        if key not in fields or not value:
+            ap.error(f"{item!r}: expected RULE=VALUE with RULE one of {', '.join(sorted(fields))}")
+        over[key] = json.loads(value.lower()) if value.lower() in ("true", "false") else float(value)
+        if "int" in str(fields[key]) and "float" not in str(fields[key]):
+            over[key] = int(over[key])
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    world = load_world(a.world)
+    with open_map(a.eval_dir / "map.sqlite") as tm:
+        xy, yaw = node_true_poses(tm.nodes.timestamp_s, read_log(a.eval_dir / "exploration").odom)
+        walks = dev_walks(xy, yaw, n=a.n, seed=a.seed)
+        out = drive_dev_walks(world, walks, xy, yaw, lambda v: decode_jpeg(tm.images(int(v))[0]),
+                              open_vnm(a.models or shipped_models_dir()), params=DriveParams(**over))
+    out.pop("rows")
+    print(json.dumps({"world": a.world, "seed": a.seed, "rules": over, **out}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
