@@ -152,12 +152,12 @@ class WalkTracker:
         self.lost = 0
         self.index = lo + j
         close = best < rules.close_steps
-        if self.index == self.n - 1 and (close or not rules.goal_close):
+        if self.at_goal or (self.index == self.n - 1 and (close or not rules.goal_close)):
+            # on the last node, or driving on towards it since: count the steps (see goal_confirm_steps)
             self.at_goal += 1
             if self.at_goal >= rules.goal_confirm_steps:
-                return StepDecision("reached", self.index, self.index, best)
-            return StepDecision("drive", self.index, self.index, best)
-        self.at_goal = 0
+                return StepDecision("reached", self.index, self.n - 1, best)
+            return StepDecision("drive", self.index, self.n - 1 if hi == self.n else self.index, best)
         sub = min(self.index + 1, hi - 1) if close else self.index  # a node this step scored
         return StepDecision("drive", self.index, sub, best)
 
