@@ -3,8 +3,8 @@
 :func:`train_sim_vlm` renders labelled views (:mod:`robot_app.sim.views`), trains the small CNN image
 encoder of :mod:`models.export.sim_vlm` so that the cosine of a view's embedding with the FROZEN MiniLM
 embedding of a TRAIN phrasing of a category is at a fixed target when the view is labelled as showing
-the category (:func:`robot_app.sim.views.label_pose`: the near part of the evaluation's ground-truth
-range) and low when it is labelled as not showing it, exports the CLIP-format files,
+the category (:func:`robot_app.sim.views.label_pose`: the evaluation's ground-truth range, restricted
+to what the crop shows) and low when it is labelled as not showing it, exports the CLIP-format files,
 and measures them through the production runtime (:func:`models.clip.open_clip_model`, onnxruntime)
 on HELD-OUT renders (other poses, other noise seed) with HELD-OUT phrasings.
 
@@ -12,10 +12,14 @@ Loss (per batch of B views, C categories, one train phrasing t_c drawn per categ
 the labelled (view, category) pairs: ``(cos(f_i, t_c) - POS_COSINE)^2`` for a seen category (two-sided:
 a near, well-seen instance must not outscore a farther one that is also seen, so that among the instances
 of a landmark the walk length decides, as LM-Nav's objective intends, Shah et al. 2022, Sec. 4) and
-``max(0, cos - NEG_COSINE)^2`` for an unseen one (a margin, as in contrastive hinge losses), each
-averaged over its own pairs. An earlier version trained "as high as possible" (a sigmoid loss plus a
-softmax contrastive term): its cosine for one object depended on the view so much that a far instance
-seen well outscored the near one by many nats on the map.
+``max(0, cos - NEG_COSINE)^2`` for an unseen one (a margin, as in contrastive hinge losses); the seen
+term is averaged over the seen pairs, the unseen term over the unseen pairs that score above the margin
+(the HARD negatives: most unseen pairs sit under the margin after the first epochs, and averaging over
+all of them diluted the few that score high, such as stop-sign views for "a red building"; the same
+idea as mining the hardest negatives of a batch, Schroff et al. 2015, Faghri et al. 2018). An earlier
+version trained "as high as possible" (a sigmoid loss plus a softmax contrastive term): its cosine for
+one object depended on the view so much that a far instance seen well outscored the near one by many
+nats on the map.
 
 Quality (LM-Nav, Shah et al. 2022, Table 3, "landmark retrieval"): for each landmark phrase and each
 world, rank that world's held-out views by cosine with the prompted phrase ("This is a photo of ___",
@@ -43,10 +47,11 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_app.sim.views import CATEGORIES, PHRASES, ViewSet, render_views, sample_poses
+from robot_app.sim.views import (BUILDING_SEEN_RANGE, CATEGORIES, PHRASES, SEEN_RANGE, ViewSet, render_views,
+                                 sample_poses)
 from robot_app.sim.world import load_world
 
-__all__ = ["train_sim_vlm", "retrieval_top_k", "TRAIN_TEMPLATES", "ABSENT_PHRASES"]
+__all__ = ["train_sim_vlm", "retrieval_top_k", "alignment_loss", "TRAIN_TEMPLATES", "ABSENT_PHRASES"]
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +132,30 @@ def _augment(torch, x, gen):
     return ((x - mean) * gain + mean + bias).clamp(0.0, 1.0)
 
 
+def alignment_loss(cos, labels):
+    """Training loss of one batch (module docstring): target for seen pairs, hinge on hard negatives.
+
+    Parameters
+    ----------
+    cos : torch float tensor (B, C), cosine of each view's embedding with a train phrasing of each category.
+    labels : torch int tensor (B, C), 1 seen, 0 unseen, -1 unsure (left out).
+
+    Returns
+    -------
+    Scalar tensor: the mean of ``(cos - POS_COSINE)^2`` over the seen pairs plus the mean of
+    ``max(0, cos - NEG_COSINE)^2`` over the unseen pairs above ``NEG_COSINE`` (0 for an empty set).
+    """
+    import torch.nn.functional as F
+
+    pos, neg = (labels == 1).float(), (labels == 0).float()
+    l_pos = ((cos - POS_COSINE) ** 2 * pos).sum() / pos.sum().clamp(min=1.0)
+    viol = F.relu(cos - NEG_COSINE) ** 2 * neg
+    l_neg = viol.sum() / (viol > 0).float().sum().clamp(min=1.0)
+    return l_pos + l_neg
+
+
 def _train(train: ViewSet, bank, bank_cat, *, epochs: int, seed: int, batch: int = 64, bar=None):
     import torch
-    import torch.nn.functional as F
 
     from models.export.sim_vlm import MEAN, STD, image_encoder
 
@@ -156,11 +182,7 @@ def _train(train: ViewSet, bank, bank_cat, *, epochs: int, seed: int, batch: int
             f = model((x - mean) / std)
             pick = torch.stack([r[torch.randint(len(r), (1,), generator=gen)][0] for r in rows_of])
             cos = f @ bank_t[pick].T  # (B, C)
-            y = labels[idx]
-            pos, neg = (y == 1).float(), (y == 0).float()
-            l_pos = ((cos - POS_COSINE) ** 2 * pos).sum() / pos.sum().clamp(min=1.0)
-            l_neg = (F.relu(cos - NEG_COSINE) ** 2 * neg).sum() / neg.sum().clamp(min=1.0)
-            loss = l_pos + l_neg
+            loss = alignment_loss(cos, labels[idx])
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -350,6 +372,8 @@ def train_sim_vlm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
         epochs=epochs, image_size=IMAGE_SIZE,
         train_positive_per_category={c: int(v) for c, v in zip(CATEGORIES, (train.labels == 1).sum(axis=0))},
         train_loss=history, target_cosine={"seen": POS_COSINE, "unseen_below": NEG_COSINE},
+        unseen_loss="mean over the unseen pairs above the margin (hard negatives)",
+        seen_range={"objects": SEEN_RANGE, "buildings": BUILDING_SEEN_RANGE},
         text_int8_cosine_min=summary["text"].get("int8_cosine_min"), size_bytes=summary["size_bytes"],
         wall_s={"render": round(t_render, 1), "train": round(t_train, 1),
                 "total": round(time.monotonic() - t0, 1)}, torch_threads=torch.get_num_threads(),

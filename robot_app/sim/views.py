@@ -18,8 +18,8 @@ frame, the centre square crop (:func:`robot_app.image_prep.centre_crops` with on
   (buildings are taller than any catalogue object).
 
 Each (view, category) label is 1 (seen), 0 (certainly not seen: outside the field of view, hidden, or
-beyond :data:`UNSURE_RANGE` times the viewing range) or -1 (in between, e.g. in the far part of the
-truth's range, just past it, or partly hidden: training ignores it). The generic
+beyond :data:`UNSURE_RANGE` times the viewing range) or -1 (in between, e.g. just past the truth's
+range, or partly hidden: training ignores it). The generic
 building category ``"building"`` is not labelled (it names every building).
 
 :data:`PHRASES` gives every category several phrasings split into TRAIN phrasings (what the image
@@ -96,11 +96,12 @@ CLEAR_PX = 8.0
 #: Past this multiple of the truth's viewing range a thing is labelled unseen (0); between 1 and it,
 #: unsure (-1): the boundary of the truth is a hard cut the image cannot show exactly.
 UNSURE_RANGE = 1.35
-#: Seen (label 1) only up to this fraction of the truth's viewing range; from there to UNSURE_RANGE times
-#: it, unsure. Every node the truth counts is still never labelled unseen, but the clear views near the
-#: object are the ones trained to the target score, so a plan stops where the landmark is well in view
-#: (an instruction's "stop at the stop sign" rather than 20 m before it).
-SEEN_RANGE = 0.65
+#: Seen (label 1) up to this fraction of the truth's viewing range; from there to UNSURE_RANGE times it,
+#: unsure. The whole range, as for buildings below: with 0.65 (the near part only, so that a plan would
+#: stop where the landmark is well in view) the views in the far part of the truth's range, which the
+#: truth counts, were never trained to the target score, and development-set planning success
+#: (``robot-app eval sim-tune``) was lower (README "Sim stand-in models").
+SEEN_RANGE = 1.0
 #: The same for buildings, which fill several of the crop's 13 rays up to the truth's whole range (30 m
 #: from the outline), and which an instruction names as a place to go, reached anywhere in that range.
 #: (At 0.65 the views 20-30 m from a building were never trained as showing it, and a building the
