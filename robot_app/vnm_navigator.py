@@ -59,10 +59,12 @@ class WalkRules:
         Reached also needs a distance below ``close_steps`` to the last node (GNM only asks that the
         localisation be the last node).
     goal_confirm_steps : int
-        Consecutive steps localised on the last node (driving towards it meanwhile) before the goal counts
-        as reached; 1: at once (GNM). The arg-min moves to a node before the robot is at it (about half
-        way from the node before, further with nodes a few metres apart), so the first step there stops
-        the robot short of the goal; a few more steps drive it the rest of the way.
+        Consecutive steps localised on the last node, driving on towards it meanwhile, before the goal
+        counts as reached (a step localised elsewhere starts the count again; a step without a node
+        does not count); 1: at once (GNM). The arg-min moves to a node before the robot is at it (about
+        half way from the node before, further with nodes a few metres apart), so stopping at once
+        leaves the robot short of the goal; a few more steps drive it the rest of the way, and a single
+        spurious jump to the last node does not end the walk.
     recover_window : int
         After a step that found no node, score this many indices on each side instead of ``window``
         (re-localise over a wider stretch of the walk before declaring it lost, as a human operator
@@ -152,12 +154,12 @@ class WalkTracker:
         self.lost = 0
         self.index = lo + j
         close = best < rules.close_steps
-        if self.at_goal or (self.index == self.n - 1 and (close or not rules.goal_close)):
-            # on the last node, or driving on towards it since: count the steps (see goal_confirm_steps)
-            self.at_goal += 1
+        if self.index == self.n - 1 and (close or not rules.goal_close):
+            self.at_goal += 1  # consecutive steps on the last node (see goal_confirm_steps)
             if self.at_goal >= rules.goal_confirm_steps:
-                return StepDecision("reached", self.index, self.n - 1, best)
-            return StepDecision("drive", self.index, self.n - 1 if hi == self.n else self.index, best)
+                return StepDecision("reached", self.index, self.index, best)
+            return StepDecision("drive", self.index, self.index, best)
+        self.at_goal = 0
         sub = min(self.index + 1, hi - 1) if close else self.index  # a node this step scored
         return StepDecision("drive", self.index, sub, best)
 

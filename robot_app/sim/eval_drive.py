@@ -3,13 +3,14 @@
 Two drivers, as in LM-Nav's experiments (Shah et al., CoRL 2022, Sec. 5 and its GPS ablation):
 
 - ``vnm``: the visual navigation model follows the walk's node images (GNM / ViNT deployment loop,
-  DESIGN.md "VNM contract"; the rules of :class:`robot_app.vnm_navigator.VnmNavigator`, stepped on the
-  simulation clock like :func:`robot_app.sim.vnm_follow.follow_walk`, with the operator's interventions
-  inside the loop): at the
-  VNM's frame rate the rendered camera frame enters the context queue, the VNM scores the walk's nodes
-  within ``window`` indices of the last localisation, the closest is the localisation, the next node
-  becomes the subgoal once the closest is within ``close_steps``, and its waypoint goes through the PD
-  rule (:func:`core.control.waypoint_to_velocity`).
+  DESIGN.md "VNM contract"): the same :class:`robot_app.vnm_navigator.WalkTracker` that
+  :class:`~robot_app.vnm_navigator.VnmNavigator` steps on the robot, stepped on the simulation clock, with
+  the operator's interventions inside the loop. At the VNM's frame rate the rendered camera frame enters
+  the context queue, the VNM scores the walk's nodes within ``window`` indices of the last localisation,
+  the closest is the localisation, the next node becomes the subgoal once the closest is within
+  ``close_steps``, and its waypoint goes through the PD rule (:func:`core.control.waypoint_to_velocity`).
+  The run ends ``goal_confirm_steps`` steps after the first localisation on the last node (the
+  navigator's rule; ``DriveParams`` defaults are ``[vnm_nav]``'s).
 - ``gps``: no images; pure pursuit through the walk nodes' map (GPS) positions with the noisy
   :class:`~robot_app.sim.plant.GpsView` fix (:func:`core.control.line_follow_velocity` towards a point
   ``lookahead_m`` ahead on the walk).
@@ -61,7 +62,7 @@ class DriveParams:
     waypoint_index: int = 2
     goal_close: bool = False
     recover_window: int = 0
-    goal_confirm_steps: int = 1
+    goal_confirm_steps: int = 6  # as [vnm_nav]; chosen on the development drives (robot_app.sim.vnm_devdrive)
     gps_noise_m: float = 1.0
     time_limit_s: float | None = None  # None: 2 x the walk's length at max_v_mps + 60 s
 

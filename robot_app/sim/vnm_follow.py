@@ -126,7 +126,7 @@ def follow_walk(world: World | str, vnm, node_images: Sequence[np.ndarray], *, s
                 max_lost_steps: int = 12, timeout_s: float | None = None, physics_hz: float = 50.0, seed: int = 0,
                 width: int = 160, height: int = 120, hfov_deg: float = 90.0, camera_height_m: float = 0.5,
                 image_noise: float = 2.0, robot_radius_m: float = 0.33, goal_close: bool = False,
-                recover_window: int = 0, goal_confirm_steps: int = 1) -> FollowResult:
+                recover_window: int = 0, goal_confirm_steps: int = 6) -> FollowResult:
     """Drive a walk given by its node images with ``vnm`` in ``world`` on the simulation clock.
 
     Parameters

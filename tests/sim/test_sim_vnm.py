@@ -144,7 +144,7 @@ def test_follow_walk_long_stretch(vnm, pts):
     if res.outcome != "reached":  # the shipped stand-in is not good enough for this yet (README)
         pytest.xfail(f"sim VNM {res.outcome} at node {res.node_index} of {len(images) - 1} "
                      f"({res.end_error_m:.1f} m from the end)")
-    if res.end_error_m >= 3.5:  # since the renderer fix 6dec5c5 the shipped model localises ~4 m early (README)
+    if res.end_error_m >= 3.5:  # the model localises on the last node ~4 m early; goal_confirm_steps drives on
         pytest.xfail(f"sim VNM reached the last node {res.end_error_m:.1f} m before it")
     assert res.end_error_m < 3.5  # localised on the last node (nodes 3 m apart): within about one spacing
 
