@@ -228,9 +228,9 @@ class VnmNavConfig:
     goal_close: bool = _opt(False, doc="the goal also needs a distance below close_steps (GNM: localised "
                                        "on the last node is enough)")
     goal_confirm_steps: int = _opt(6, min=1, max=100,
-                                   doc="the goal counts as reached this many steps after the first localisation "
-                                       "on the last node, driving on towards it (1 = GNM: at once; 6 chosen on "
-                                       "the sim development drives, README 'Sim VNM')")
+                                   doc="consecutive steps localised on the last node, driving on towards it, "
+                                       "before the goal counts as reached (1 = GNM: at once; 6 chosen on the "
+                                       "sim development drives, README 'Sim VNM')")
     recover_window: int = _opt(0, min=0, max=1000,
                                doc="after a step without a node, score this many nodes on each side "
                                    "(0 = never widen)")
