@@ -58,6 +58,7 @@ class DriveParams:
     max_disengagements: int = 10
     window: int = 4
     close_steps: float = 3.0
+    lost_steps: float | None = None  # None: the top of the VNM's trained range
     max_lost_steps: int = 12
     waypoint_index: int = 2
     goal_close: bool = False
@@ -152,7 +153,8 @@ class _VnmFollower:
         self.vnm, self.goals, self.ren, self.p = vnm, goals, renderer, p
         self.ctx = vnm.new_context()
         self.frame_no = 0
-        rules = WalkRules(window=p.window, close_steps=p.close_steps, max_lost_steps=p.max_lost_steps,
+        rules = WalkRules(window=p.window, close_steps=p.close_steps, lost_steps=p.lost_steps,
+                          max_lost_steps=p.max_lost_steps,
                           goal_close=p.goal_close, recover_window=p.recover_window,
                           goal_confirm_steps=p.goal_confirm_steps)
         self.tracker = WalkTracker(goals.shape[0], rules, lost_steps=vnm.dist_range_steps[1])
