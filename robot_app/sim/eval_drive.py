@@ -58,7 +58,10 @@ class DriveParams:
     max_disengagements: int = 10
     window: int = 4
     close_steps: float = 3.0
-    lost_steps: float | None = None  # None: the top of the VNM's trained range
+    # the sim VNM's negatives are trained to 30 steps (1.5 x its 0-20 range, robot_app.sim.vnm_data), so a
+    # step finds no node above 26, not above 20 (its far but real matches); chosen on the development
+    # drives (robot_app.sim.vnm_devdrive); None: the top of the VNM's trained range, GNM's rule
+    lost_steps: float | None = 26.0
     max_lost_steps: int = 12
     waypoint_index: int = 2
     goal_close: bool = False
