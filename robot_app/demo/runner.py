@@ -208,6 +208,7 @@ def context_for(*, world: str, instruction: str | None, out: str | Path, seed: i
         raise DemoInputError(f"--models {models_dir}: no such folder (the sim stand-in models ship in "
                              f"{shipped_models_dir()})")
     from robot_app.sim import tuned_alpha
+    from robot_app.sim.eval_drive import DriveParams
 
     alpha = tuned_alpha(models_dir)  # chosen for these model files by `robot-app eval sim-tune --write`
     cfg = dataclasses.replace(
@@ -222,7 +223,9 @@ def context_for(*, world: str, instruction: str | None, out: str | Path, seed: i
         mapping=dataclasses.replace(config.mapping, min_travel_m=DEMO_NODE_SPACING_M, min_dt_s=0.5,
                                     # VNM edges only between nodes a few metres apart: the stand-in VNM's
                                     # distances beyond ~10 steps are too rough to join far nodes
-                                    candidate_radius_m=DEMO_VNM_RADIUS_M, tau_steps=DEMO_TAU_STEPS))
+                                    candidate_radius_m=DEMO_VNM_RADIUS_M, tau_steps=DEMO_TAU_STEPS),
+        # the sim VNM's "lost" level, as eval sim drives with it (its negatives are trained to 30 steps)
+        vnm_nav=dataclasses.replace(config.vnm_nav, lost_steps=float(DriveParams().lost_steps)))
     return DemoContext(world=w, scenario=sc, config=cfg, out=Path(out), models_dir=models_dir, seed=seed, quick=quick,
                        progress_bars=progress_bars)
 

@@ -214,6 +214,20 @@ def test_missing_models_folder_and_bad_seed(tmp_path, capsys):
     assert main(["demo", "--seed", "-1", "--out", str(tmp_path / "o")]) == 2
 
 
+def test_demo_config_plans_and_drives_with_the_sim_models_settings(tmp_path):
+    from robot_app.config import load_config
+    from robot_app.demo.runner import context_for
+    from robot_app.sim import tuned_alpha
+    from robot_app.sim.eval_drive import DriveParams
+
+    ctx = context_for(world="campus", instruction=None, out=tmp_path, seed=0, models=None, quick=True,
+                      config=load_config(None))
+    assert ctx.config.vnm_nav.lost_steps == DriveParams().lost_steps  # eval sim's "lost" level for the sim VNM
+    assert ctx.config.camera.source == "sim" and ctx.config.mapping.min_travel_m == 1.0
+    if tuned_alpha(ctx.models_dir) is not None:
+        assert ctx.config.planner.alpha == tuned_alpha(ctx.models_dir)
+
+
 # -- the short demo: every stage must succeed -----------------------------------------------------------------
 @pytest.mark.timeout(420)
 @pytest.mark.skipif(not HAVE_STAND_INS, reason=f"the sim stand-in models are not in {SHIPPED}")
