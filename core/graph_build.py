@@ -16,6 +16,13 @@ Steps and constants:
   ``candidate_radius_m``, default 25 m) instead of all pairs, so VNM evaluations grow linearly with
   the log; kept when the predicted distance is below ``tau`` (from the VNM sidecar: it must lie in the
   range the VNM was trained on) and the GPS distance is at most ``eta_m`` (100 m: no "wormholes").
+- GPS floor on VNM edge weights (optional, ``[mapping] gps_floor``): a VNM edge's D is raised to at
+  least ``(GPS distance - tolerance) / (speed / frame rate)`` time steps, the time the drive's nominal
+  speed needs for the straight line between the two fixes (no walk between two places is shorter than
+  that line; the tolerance absorbs the receiver's noise). It changes weights only, never which pairs
+  become edges. The released LM-Nav code weighs its edges by GPS metres outright (DESIGN.md); the floor
+  keeps the VNM's distance where it is larger, so a VNM that under-estimates far pairs (the sim
+  stand-in compresses its distances to ~9-16 steps) cannot make a 20 m edge as cheap as a 3 m one.
 - Redundant-edge removal ("transitive reduction"): an edge is dropped when another path between its
   ends is no longer than it (x ``1 + tolerance``); edges are visited longest first and each removal
   is checked against the graph as it is then, so connectivity and shortest-path lengths (within the
@@ -124,6 +131,39 @@ class PairDecision:
     keep: np.ndarray
     wormholes: int
     too_far: int
+
+
+def gps_floor(distance_steps: np.ndarray, gps_distance_m: np.ndarray, *, m_per_step: float,
+              tolerance_m: float = 2.0) -> np.ndarray:
+    """VNM edge weights floored by the GPS straight line (module docstring, "GPS floor").
+
+    Parameters
+    ----------
+    distance_steps : (P,) float, the VNM's D of each pair in time steps.
+    gps_distance_m : (P,) float, the GPS (UTM) distance between the pair's nodes in metres.
+    m_per_step : float > 0, metres driven per time step at the nominal speed (speed / frame rate).
+    tolerance_m : float >= 0, metres of GPS noise forgiven before the floor applies.
+
+    Returns
+    -------
+    (P,) float64 ``max(D, (gps - tolerance) / m_per_step)``.
+
+    Raises
+    ------
+    ValueError
+        Mismatched shapes, NaN in ``gps_distance_m``, ``m_per_step <= 0`` or a negative tolerance.
+    """
+    d = np.asarray(distance_steps, dtype=np.float64)
+    g = np.asarray(gps_distance_m, dtype=np.float64)
+    if d.shape != g.shape:
+        raise ValueError(f"gps_floor: distance_steps {d.shape} and gps_distance_m {g.shape} differ in shape")
+    if not np.all(np.isfinite(g)):
+        raise ValueError("gps_floor: gps_distance_m holds NaN or inf")
+    if not (m_per_step > 0 and np.isfinite(m_per_step)):
+        raise ValueError(f"gps_floor: m_per_step must be > 0, got {m_per_step}")
+    if not tolerance_m >= 0:
+        raise ValueError(f"gps_floor: tolerance_m must be >= 0, got {tolerance_m}")
+    return np.maximum(d, (g - tolerance_m) / m_per_step)
 
 
 def decide_pairs(distance_steps: np.ndarray, gps_distance_m: np.ndarray, *, tau_steps: float,

@@ -190,9 +190,14 @@ class MappingConfig:
     eta_m: float = _opt(100.0, min=0.0, doc="pairs farther apart by GPS are never joined (no wormholes)")
     reduction_tolerance: float = _opt(0.02, min=0.0, max=1.0,
                                       doc="drop an edge when another path is at most (1 + this) x as long")
-    nominal_speed_mps: float = _opt(1.0, min=0.05, max=5.0, doc="GPS fallback: metres per time step = this / frame rate")
+    nominal_speed_mps: float = _opt(1.0, min=0.05, max=5.0, doc="GPS fallback and GPS floor: metres per time "
+                                                               "step = this / frame rate")
     gps_link_m: float = _opt(5.0, min=0.1, max=100.0, doc="GPS fallback: join nodes closer than this "
                                                           "(below twice the node spacing: no skip edges along a drive)")
+    gps_floor: bool = _opt(True, doc="VNM edges weigh at least the time the GPS straight line takes at "
+                                     "nominal_speed_mps (core.graph_build.gps_floor)")
+    gps_floor_tolerance_m: float = _opt(2.0, min=0.0, max=50.0,
+                                        doc="metres of GPS noise forgiven by the GPS floor")
     vnm_batch: int = _opt(64, min=1, max=4096, doc="goals per VNM call while building")
     clip_batch: int = _opt(32, min=1, max=4096, doc="images per CLIP call while building")
 

@@ -52,6 +52,7 @@ class BuildReport:
     vnm_cached: int = 0
     rejected_wormholes: int = 0
     rejected_far: int = 0
+    gps_floored: int = 0  # VNM edges whose weight the GPS floor raised
     removed_redundant: int = 0
     components: int = 0
     distance_source: str = ""
@@ -297,7 +298,13 @@ def build_map(log_dirs: Sequence[str | Path], out: str | Path, *, config, models
     t3 = time.perf_counter()
     src = np.concatenate([ts, pairs[decision.keep, 0]])
     dst = np.concatenate([td, pairs[decision.keep, 1]])
-    w = np.concatenate([tw, np.maximum(dist[decision.keep], 0.0)])
+    vw = np.maximum(dist[decision.keep], 0.0)
+    if source == "vnm" and mc.gps_floor:
+        floored = gb.gps_floor(vw, gps_d[decision.keep], m_per_step=mc.nominal_speed_mps / frame_rate,
+                               tolerance_m=mc.gps_floor_tolerance_m)
+        report.gps_floored = int(np.count_nonzero(floored > vw))
+        vw = floored
+    w = np.concatenate([tw, vw])
     kind = np.array(["temporal"] * len(ts) + [source] * int(decision.keep.sum()))
     keep = gb.reduce_edges(m, src, dst, w, tolerance=mc.reduction_tolerance)
     report.removed_redundant = int((~keep).sum())
@@ -314,6 +321,8 @@ def build_map(log_dirs: Sequence[str | Path], out: str | Path, *, config, models
                       "min_travel_m": mc.min_travel_m, "min_dt_s": mc.min_dt_s, "tau_steps": tau, "eta_m": mc.eta_m,
                       "candidate_k": mc.candidate_k, "candidate_radius_m": mc.candidate_radius_m,
                       "reduction_tolerance": mc.reduction_tolerance, "frame_rate_hz": frame_rate,
+                      "gps_floor": mc.gps_floor, "gps_floor_tolerance_m": mc.gps_floor_tolerance_m,
+                      "nominal_speed_mps": mc.nominal_speed_mps,
                       "distance_source": report.distance_source,
                       "models": {"vnm": getattr(vnm, "model_id", None), "clip": report.clip_model}}}
     with MapWriter.create(out, metadata=meta, overwrite=overwrite) as writer:

@@ -6,6 +6,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from core import graph_build as gb
 from core.graph_build import candidate_pairs, decide_pairs, reduce_edges, select_nodes, temporal_edges
 
 
@@ -94,3 +95,27 @@ def test_reduction_keeps_shortest_paths_and_connectivity(seed):
     for a in d0:
         for b, v in d0[a].items():
             assert d1[a][b] == pytest.approx(v, rel=1e-9)
+
+
+def test_gps_floor_raises_only_weights_below_the_straight_line():
+    d = np.array([12.0, 12.0, 40.0, 3.0])
+    g = np.array([20.0, 3.0, 5.0, 2.5])  # metres between the fixes
+    out = gb.gps_floor(d, g, m_per_step=0.25, tolerance_m=2.0)
+    # 20 m - 2 m at 0.25 m per step = 72 steps > 12; 3 m -> 4 steps < 12 stays; 40 stays; 2.5 m -> 2 < 3
+    np.testing.assert_allclose(out, [72.0, 12.0, 40.0, 3.0])
+    np.testing.assert_allclose(gb.gps_floor(d, g, m_per_step=0.25, tolerance_m=0.0), [80.0, 12.0, 40.0, 10.0])
+    assert gb.gps_floor(np.zeros(0), np.zeros(0), m_per_step=0.25).shape == (0,)
+
+
+@pytest.mark.parametrize("kw, match", [({"m_per_step": 0.0}, "m_per_step"), ({"m_per_step": 0.25, "tolerance_m": -1.0},
+                                                                           "tolerance_m")])
+def test_gps_floor_refuses_bad_arguments(kw, match):
+    with pytest.raises(ValueError, match=match):
+        gb.gps_floor(np.ones(2), np.ones(2), **kw)
+
+
+def test_gps_floor_refuses_mismatched_or_nan_distances():
+    with pytest.raises(ValueError, match="shape"):
+        gb.gps_floor(np.ones(2), np.ones(3), m_per_step=0.25)
+    with pytest.raises(ValueError, match="NaN"):
+        gb.gps_floor(np.ones(2), np.array([1.0, np.nan]), m_per_step=0.25)

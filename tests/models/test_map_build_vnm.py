@@ -43,6 +43,20 @@ def test_vnm_edges_and_tau_from_the_sidecar(tmp_path, setup):
     assert rep.rejected_far + rep.edges["vnm"] + rep.removed_redundant >= rep.edges["vnm"]
 
 
+def test_gps_floor_raises_vnm_edge_weights_to_the_straight_line(tmp_path, setup):
+    models, logs = setup
+    off = build_map(logs, tmp_path / "off.map", config=config(models, tau_steps=1e9, gps_floor=False))
+    on = build_map(logs, tmp_path / "on.map", config=config(models, tau_steps=1e9, gps_floor_tolerance_m=0.5))
+    assert off.gps_floored == 0 and on.gps_floored > 0  # a random-init VNM predicts about the same for all
+    with open_map(tmp_path / "on.map") as m:
+        assert m.metadata["build"]["gps_floor"] is True and m.metadata["build"]["gps_floor_tolerance_m"] == 0.5
+        xy = np.stack([m.nodes.easting_m, m.nodes.northing_m], axis=1)
+        v = m.edges.source == "vnm"
+        gps_m = np.linalg.norm(xy[m.edges.src[v]] - xy[m.edges.dst[v]], axis=1)
+        # every VNM edge takes at least the time the straight line needs at 1 m/s and 4 Hz, less 0.5 m
+        assert np.all(m.edges.weight_steps[v] >= (gps_m - 0.5) * 4.0 - 1e-3)
+
+
 def test_every_candidate_becomes_an_edge_when_tau_is_huge(tmp_path, setup):
     models, logs = setup
     rep = build_map(logs, tmp_path / "m.map", config=config(models, tau_steps=1e9, reduction_tolerance=0.0))
