@@ -74,7 +74,8 @@ class DriveParams:
 @dataclass
 class DriveResult:
     """One execution: ``reached`` the walk's end (true position within the goal radius), the
-    disengagements by kind, metres driven (true), simulated seconds, the true track (T, 2) m ENU."""
+    disengagements by kind, metres driven (true), simulated seconds, the true track (T, 2) m ENU, and
+    ``events``: each disengagement as (kind, walk index the robot had reached), in order."""
 
     mode: str
     reached: bool = False
@@ -84,6 +85,7 @@ class DriveResult:
     final_error_m: float = float("nan")
     abandoned: bool = False
     track_xy_m: np.ndarray | None = None
+    events: list = field(default_factory=list)
 
     @property
     def total_disengagements(self) -> int:
@@ -285,6 +287,7 @@ def _loop(res: DriveResult, plant: WorldPlant, ctrl, truth: np.ndarray, params: 
             kind = "stuck"
         if kind is not None:
             res.disengagements[kind] += 1
+            res.events.append((kind, int(progress)))
             log.debug("%s drive: %s disengagement at (%.1f, %.1f) m, walk index %d", res.mode, kind, st.x_m, st.y_m,
                       progress)
             if res.total_disengagements >= params.max_disengagements:

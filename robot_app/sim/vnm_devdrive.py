@@ -87,18 +87,6 @@ def _near_turn(yaw: np.ndarray, walk: list[int], i: int, k: int = 4) -> bool:
     return abs(math.remainder(float(yaw[b] - yaw[a]), 2 * math.pi)) > math.radians(40.0)
 
 
-class _Events(logging.Handler):
-    """Collects ``drive_walk``'s disengagement records (kind, walk index)."""
-
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.items: list[tuple[str, int]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if "disengagement" in str(record.msg) and record.args and len(record.args) == 5:
-            self.items.append((str(record.args[1]), int(record.args[4])))
-
-
 def drive_dev_walks(world, walks: list[list[int]], xy: np.ndarray, yaw: np.ndarray, node_image, vnm, *,
                     params=None, camera: dict | None = None) -> dict:
     """Drive ``walks`` with the VNM (``eval sim``'s driver and judge) and sum the outcome.
@@ -122,27 +110,17 @@ def drive_dev_walks(world, walks: list[list[int]], xy: np.ndarray, yaw: np.ndarr
 
     params = params or eval_drive.DriveParams()
     camera = camera or {"width": 160, "height": 120, "hfov_deg": 90.0}
-    handler = _Events()
-    elog = logging.getLogger(eval_drive.__name__)
-    old_level = elog.level
-    elog.addHandler(handler)
-    elog.setLevel(logging.DEBUG)
     rows, near = [], 0
-    try:
-        for k, walk in enumerate(walks):
-            handler.items.clear()
-            length = float(np.hypot(*np.diff(xy[walk], axis=0).T).sum())
-            res = eval_drive.drive_walk(world, xy[walk], mode="vnm", vnm=vnm, node_images=[node_image(v) for v in walk],
-                                        camera=camera, params=params, seed=k)
-            near += sum(_near_turn(yaw, walk, i) for _, i in handler.items)
-            rows.append({"length_m": round(length, 1), "reached": res.reached,
-                         "disengagements": dict(res.disengagements),
-                         "final_error_m": None if not math.isfinite(res.final_error_m) else round(res.final_error_m, 2)})
-            log.info("dev walk %d/%d: %.0f m, %s, %s", k + 1, len(walks), length,
-                     "reached" if res.reached else "not reached", res.disengagements)
-    finally:
-        elog.removeHandler(handler)
-        elog.setLevel(old_level)
+    for k, walk in enumerate(walks):
+        length = float(np.hypot(*np.diff(xy[walk], axis=0).T).sum())
+        res = eval_drive.drive_walk(world, xy[walk], mode="vnm", vnm=vnm, node_images=[node_image(v) for v in walk],
+                                    camera=camera, params=params, seed=k)
+        near += sum(_near_turn(yaw, walk, i) for _, i in res.events)
+        rows.append({"length_m": round(length, 1), "reached": res.reached,
+                     "disengagements": dict(res.disengagements),
+                     "final_error_m": None if not math.isfinite(res.final_error_m) else round(res.final_error_m, 2)})
+        log.info("dev walk %d/%d: %.0f m, %s, %s", k + 1, len(walks), length,
+                 "reached" if res.reached else "not reached", res.disengagements)
     km = sum(r["length_m"] for r in rows) / 1000.0
     kinds = {kd: sum(r["disengagements"][kd] for r in rows) for kd in eval_drive.DISENGAGEMENT_KINDS}
     return {"walks": len(rows), "km": round(km, 3), "reached": float(np.mean([r["reached"] for r in rows])) if rows else 0.0,

@@ -172,6 +172,8 @@ def test_gps_drive_reaches_a_straight_walk_and_counts_off_path():
     shifted = walk + np.array([9.0, 0.0])
     bad = drive_walk(w, walk, mode="gps", walk_gps_xy=shifted, params=DriveParams(max_disengagements=3), seed=3)
     assert bad.disengagements["off_path"] >= 1 and not bad.reached
+    assert len(bad.events) == bad.total_disengagements and res.events == []
+    assert all(kind in bad.disengagements and 0 <= i < len(walk) for kind, i in bad.events)
     with pytest.raises(ValueError, match="mode must be"):
         drive_walk(w, walk, mode="car")
     with pytest.raises(ValueError, match="needs vnm"):
