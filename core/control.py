@@ -10,6 +10,10 @@ y left; v in m/s, omega in rad/s.
 - :func:`line_follow_velocity`: the GPS straight-line controller of LM-Nav's GPS ablation: turn
   towards the target proportionally to the heading error, slow down when the error is large or the
   target is near.
+- :func:`faces_travel`: whether each node image of a walk looks the way the walk travels there. A VNM
+  drives towards goal images taken AHEAD of it on a drive (GNM / ViNG training: goals are later
+  frames of the same traversal), so a stretch walked against the direction it was recorded in has
+  goal images that face away from the robot and cannot be followed visually.
 - :class:`WindowLocaliser`: localisation of the robot on the planned walk within a window of walk
   indices around the last localised one (GNM's radius, default +-4), gated by GPS distance, with
   hysteresis so the localised node does not flicker while standing.
@@ -26,6 +30,53 @@ import numpy as np
 def wrap_angle(a: float) -> float:
     """Angle wrapped to [-pi, pi)."""
     return (a + math.pi) % (2.0 * math.pi) - math.pi
+
+
+def faces_travel(walk_xy_m, heading_rad, *, span: int = 2, max_angle_rad: float = math.pi / 2) -> np.ndarray:
+    """Which node images of a walk face the direction the walk travels at that node.
+
+    The travel direction at walk index k is that of the displacement from node ``k - span`` to node
+    ``k + span`` (clamped to the walk; smoothing over a few nodes keeps GPS noise of about 1 m at the
+    1 m node spacing from flipping it). A node faces the travel when its recorded heading is within
+    ``max_angle_rad`` of that direction. Nodes with an unknown heading (NaN) and walks of one node count
+    as facing it; so does a node whose displacement is under 0.3 m (standing still: no direction).
+
+    Parameters
+    ----------
+    walk_xy_m : (K, 2) float, node positions in walk order, ENU / UTM metres.
+    heading_rad : (K,) float, each node's recorded heading (yaw CCW from east, REP-103, the heading
+        its image was taken with); NaN where unknown.
+    span : int >= 1, nodes on each side for the travel direction.
+    max_angle_rad : float in (0, pi], the largest heading difference that still counts as facing.
+
+    Returns
+    -------
+    (K,) bool
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not match, a non-finite position, ``span < 1`` or ``max_angle_rad`` out of range.
+    """
+    xy = np.asarray(walk_xy_m, dtype=np.float64)
+    hd = np.asarray(heading_rad, dtype=np.float64).reshape(-1)
+    if xy.ndim != 2 or xy.shape[1] != 2 or hd.shape[0] != xy.shape[0]:
+        raise ValueError(f"faces_travel: walk_xy_m (K, 2) and heading_rad (K,) expected, got {xy.shape} and {hd.shape}")
+    if not np.isfinite(xy).all():
+        raise ValueError("faces_travel: walk_xy_m has a non-finite position")
+    if span < 1 or not 0.0 < max_angle_rad <= math.pi:
+        raise ValueError(f"faces_travel: span >= 1 and 0 < max_angle_rad <= pi expected, got {span}, {max_angle_rad}")
+    k = xy.shape[0]
+    out = np.ones(k, dtype=bool)
+    if k < 2:
+        return out
+    idx = np.arange(k)
+    d = xy[np.minimum(idx + span, k - 1)] - xy[np.maximum(idx - span, 0)]
+    moving = np.hypot(d[:, 0], d[:, 1]) >= 0.3
+    diff = np.abs((np.arctan2(d[:, 1], d[:, 0]) - hd + math.pi) % (2.0 * math.pi) - math.pi)
+    known = np.isfinite(hd) & moving
+    out[known] = diff[known] <= max_angle_rad
+    return out
 
 
 def clip_velocity(v: float, omega: float, *, max_v_mps: float, max_omega_radps: float,

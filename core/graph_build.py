@@ -7,6 +7,11 @@ Steps and constants:
 
 - Node selection: frames subsampled by travel, one node per ``min_travel_m`` (default 3 m) driven and
   at least ``min_dt_s`` (1 s) apart.
+- Node headings (stored with each node; the VNM navigator uses them to tell which node images face
+  the way a walk goes, :func:`core.control.faces_travel`): the direction of the GPS track from
+  ``span`` nodes before to ``span`` nodes after the node within the same unbroken stretch of one log
+  (:func:`track_headings`). Consecutive fixes 1 m apart with 1 m of receiver noise give headings off
+  by tens of degrees, some reversed; over +-3 nodes the error is ~15 degrees.
 - Temporal edges (App. B, "timestamps differ < epsilon"): the paper gives epsilon both as 1 s and as
   "< 2 s". After subsampling, consecutive nodes of one log are several seconds apart, so we apply
   epsilon to the *recording*: consecutive nodes of one log are joined unless the log has a gap of
@@ -82,6 +87,48 @@ def select_nodes(t_s: np.ndarray, xy_m: np.ndarray, *, min_travel_m: float = 3.0
             out.append(i)
             travelled, last_xy, last_t = 0.0, xy[i], t_s[i]
     return np.asarray(out, dtype=np.int64)
+
+
+def track_headings(xy_m: np.ndarray, break_before: np.ndarray, *, span: int = 3,
+                   min_displacement_m: float = 0.5) -> np.ndarray:
+    """Heading of each node of one log from its smoothed GPS track (module docstring).
+
+    Parameters
+    ----------
+    xy_m : (M,) x 2 float, node positions in recording order, UTM / ENU metres.
+    break_before : (M,) bool, True where the track is broken before the node (a recorder gap, missing
+        fixes): the stretches on either side do not share headings.
+    span : int >= 1, nodes on each side.
+    min_displacement_m : float, below this displacement (standing) the heading is unknown.
+
+    Returns
+    -------
+    (M,) float64 yaw CCW from east (REP-103) in radians, NaN where unknown (a stretch of one node,
+    standing, or a non-finite position).
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not match or ``span < 1``.
+    """
+    xy = np.asarray(xy_m, dtype=np.float64)
+    brk = np.asarray(break_before, dtype=bool).reshape(-1)
+    if xy.ndim != 2 or xy.shape[1] != 2 or brk.shape[0] != xy.shape[0] or span < 1:
+        raise ValueError(f"track_headings: xy_m (M, 2), break_before (M,) and span >= 1 expected, got {xy.shape}, "
+                         f"{brk.shape}, span={span}")
+    m = xy.shape[0]
+    out = np.full(m, np.nan)
+    if m == 0:
+        return out
+    seg = np.cumsum(np.concatenate([[0], brk[1:].astype(np.int64)]))
+    starts = np.flatnonzero(np.concatenate([[True], seg[1:] != seg[:-1]]))
+    ends = np.concatenate([starts[1:], [m]]) - 1
+    idx = np.arange(m)
+    first, last = starts[seg], ends[seg]
+    d = xy[np.minimum(idx + span, last)] - xy[np.maximum(idx - span, first)]
+    ok = np.isfinite(d).all(axis=1) & (np.hypot(d[:, 0], d[:, 1]) >= min_displacement_m)
+    out[ok] = np.arctan2(d[ok, 1], d[ok, 0])
+    return out
 
 
 def temporal_edges(node_t_s: np.ndarray, node_log: np.ndarray, frame_gap_break: np.ndarray, *,

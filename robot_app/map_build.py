@@ -39,7 +39,7 @@ class BuildNodes:
     lat_deg: np.ndarray
     lon_deg: np.ndarray
     xy_m: np.ndarray             # (M, 2) UTM easting/northing in one zone (the first log's)
-    heading_rad: np.ndarray      # (M,) yaw CCW from east from the GPS track, NaN when unknown
+    heading_rad: np.ndarray      # (M,) yaw CCW from east from the smoothed GPS track (gb.track_headings), NaN unknown
     gap_before: np.ndarray       # (M,) bool: recording gap > epsilon since the previous node of the log
 
 
@@ -112,11 +112,7 @@ def select_build_nodes(logs: Sequence[TraversalLog], *, min_travel_m: float, min
         # GPS fixes missing between two nodes also break the temporal chain
         invalid_count = np.cumsum(~valid)
         gap_before[1:] |= invalid_count[idx[1:]] != invalid_count[idx[:-1]]
-        d = np.diff(xy[idx], axis=0)
-        heading = np.full(idx.size, np.nan)
-        if idx.size > 1:
-            heading[1:] = np.arctan2(d[:, 1], d[:, 0])
-            heading[0] = heading[1]
+        heading = gb.track_headings(xy[idx], gap_before)
         parts.append((np.full(idx.size, li), idx, ft[idx], lat[idx], lon[idx], xy[idx], heading, gap_before))
     if not parts:
         raise ValueError("no log has frames with GPS fixes: nothing to build a map from")

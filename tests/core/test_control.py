@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from core.control import WindowLocaliser, line_follow_velocity, waypoint_to_velocity, wrap_angle
+from core.control import WindowLocaliser, faces_travel, line_follow_velocity, waypoint_to_velocity, wrap_angle
 
 
 def test_waypoint_rule_matches_gnm():
@@ -53,3 +53,36 @@ def test_window_localiser_advances_along_the_walk_without_flicker():
     assert loc.update(6.2, 0.0).index == 2 and loc.lost_steps == 0
     with pytest.raises(ValueError, match="walk_xy_m"):
         WindowLocaliser(np.zeros((0, 2)))
+
+
+def test_faces_travel_tells_images_facing_the_walk_from_those_facing_away():
+    # an L-shaped walk east then north, 1 m nodes, 1 m of GPS-like noise on the positions
+    rng = np.random.default_rng(0)
+    east = np.stack([np.arange(10.0), np.zeros(10)], axis=1)
+    north = np.stack([np.full(10, 9.0), np.arange(1.0, 11.0)], axis=1)
+    xy = np.concatenate([east, north]) + rng.normal(0.0, 0.3, (20, 2))
+    heading = np.concatenate([np.zeros(10), np.full(10, math.pi / 2)])
+    assert faces_travel(xy, heading).all()
+    # walked the other way round, the same images face away everywhere
+    assert not faces_travel(xy[::-1], heading[::-1]).any()
+    # one stretch recorded the other way
+    back = heading.copy()
+    back[12:] = -math.pi / 2
+    got = faces_travel(xy, back)
+    assert got[:10].all() and not got[13:].any()
+    # unknown headings, standing still and one-node walks count as facing
+    assert faces_travel(xy, np.full(20, np.nan)).all()
+    assert faces_travel(np.zeros((5, 2)), np.full(5, math.pi)).all()
+    assert faces_travel(np.zeros((1, 2)), [math.pi]).all()
+
+
+@pytest.mark.parametrize("xy, heading, kw, match", [
+    (np.zeros((3, 2)), np.zeros(2), {}, "heading_rad"),
+    (np.zeros((3, 3)), np.zeros(3), {}, "walk_xy_m"),
+    (np.array([[0.0, 0.0], [np.nan, 1.0]]), np.zeros(2), {}, "non-finite"),
+    (np.zeros((3, 2)), np.zeros(3), {"span": 0}, "span"),
+    (np.zeros((3, 2)), np.zeros(3), {"max_angle_rad": 4.0}, "max_angle_rad"),
+])
+def test_faces_travel_refuses_bad_input(xy, heading, kw, match):
+    with pytest.raises(ValueError, match=match):
+        faces_travel(xy, heading, **kw)

@@ -119,3 +119,26 @@ def test_gps_floor_refuses_mismatched_or_nan_distances():
         gb.gps_floor(np.ones(2), np.ones(3), m_per_step=0.25)
     with pytest.raises(ValueError, match="NaN"):
         gb.gps_floor(np.ones(2), np.array([1.0, np.nan]), m_per_step=0.25)
+
+
+def test_track_headings_smooth_gps_noise_and_stop_at_track_breaks():
+    rng = np.random.default_rng(1)
+    x = np.arange(40.0)
+    xy = np.stack([x, np.zeros(40)], axis=1) + rng.normal(0.0, 1.0 / np.sqrt(2), (40, 2))  # 1 m fixes, 1 m noise
+    xy[20:, 0] = 60.0 - x[20:]                                                           # then back west
+    xy[20:, 1] += 5.0
+    brk = np.zeros(40, dtype=bool)
+    brk[20] = True
+    h = gb.track_headings(xy, brk)
+    assert np.all(np.abs(np.angle(np.exp(1j * h[:20]))) < np.radians(35))                # east
+    assert np.all(np.abs(np.angle(np.exp(1j * (h[20:] - np.pi)))) < np.radians(35))       # west, not mixed with east
+    # consecutive-fix headings on the same track: some are off by more than 90 degrees
+    raw = np.arctan2(*np.diff(xy[:20], axis=0).T[::-1])
+    assert np.any(np.abs(raw) > np.radians(90))
+    # one-node stretches and standing still have no heading
+    one = gb.track_headings(np.array([[0.0, 0.0], [5.0, 0.0], [5.0, 0.1]]), np.array([False, True, False]))
+    assert np.isnan(one[0]) and np.isnan(one[1]) and np.isnan(one[2])
+    with pytest.raises(ValueError, match="span"):
+        gb.track_headings(xy, brk, span=0)
+    with pytest.raises(ValueError, match="break_before"):
+        gb.track_headings(xy, brk[:5])
