@@ -241,6 +241,11 @@ class VnmNavConfig:
                                    "(0 = never widen)")
     waypoint_index: int = _opt(2, min=0, max=100, doc="predicted waypoint the controller steers to (GNM: 2 of 5; "
                                                       "clipped to the model's last)")
+    gps_where_facing_away: bool = _opt(True, doc="drive the stretches of a walk whose node images face away from "
+                                                 "the way the walk goes there (walked against the recorded "
+                                                 "direction) with the GPS navigator, the rest with the VNM")
+    min_vnm_nodes: int = _opt(3, min=1, max=1000, doc="with gps_where_facing_away: a run of facing node images shorter "
+                                                     "than this is driven by GPS too")
 
 
 @dataclass(frozen=True)

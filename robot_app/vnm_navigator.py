@@ -164,6 +164,56 @@ class WalkTracker:
         return StepDecision("drive", self.index, sub, best)
 
 
+def walk_stretches(facing, *, min_vnm_nodes: int = 3) -> list[tuple[str, int, int]]:
+    """Split a walk into stretches driven with the VNM and stretches driven by GPS.
+
+    A VNM follows goal images taken ahead of it on a drive; where a walk runs against the direction a
+    stretch was recorded in, its node images face away (:func:`core.control.faces_travel`) and the
+    robot drives that stretch with the GPS navigator (LM-Nav's GPS controller) instead. Runs of facing
+    nodes shorter than ``min_vnm_nodes`` go to GPS too. Consecutive stretches share their boundary
+    node: a GPS stretch ends on the first node of the next VNM stretch.
+
+    Parameters
+    ----------
+    facing : (K,) bool, per walk node: its image faces the way the walk goes (K >= 1).
+    min_vnm_nodes : int >= 1
+
+    Returns
+    -------
+    list of (mode, lo, hi): mode ``"vnm"`` or ``"gps"``, walk indices lo..hi inclusive, in walk order,
+    covering 0..K-1. A walk of one node is one VNM stretch (0, 0) when that node faces the travel.
+
+    Raises
+    ------
+    ValueError
+        An empty mask or ``min_vnm_nodes < 1``.
+    """
+    f = np.asarray(facing, dtype=bool).reshape(-1)
+    k = f.shape[0]
+    if k == 0 or min_vnm_nodes < 1:
+        raise ValueError(f"walk_stretches: a non-empty mask and min_vnm_nodes >= 1 expected, got {k} nodes, "
+                         f"min_vnm_nodes={min_vnm_nodes}")
+    runs, i = [], 0
+    while i < k:
+        j = i
+        while j + 1 < k and f[j + 1] == f[i]:
+            j += 1
+        if f[i] and j - i + 1 >= min(min_vnm_nodes, k):
+            runs.append((i, j))
+        i = j + 1
+    out, pos = [], 0
+    for a, b in runs:
+        if a > pos:
+            out.append(("gps", pos, a))
+        out.append(("vnm", a, b))
+        pos = b
+    if not runs:
+        return [("gps", 0, k - 1)]
+    if pos < k - 1:
+        out.append(("gps", pos, k - 1))
+    return out
+
+
 def _rgb(jpeg: bytes) -> np.ndarray:
     from PIL import Image
 

@@ -191,6 +191,7 @@ class _Context:
         self.true_xy, self.true_yaw = node_true_poses(n.timestamp_s, tl.odom)
         e0, n0, _, _ = utm.from_latlon(*world.anchor_latlon)
         self.map_xy = np.stack([n.easting_m - e0, n.northing_m - n0], axis=1)
+        self.map_heading = np.asarray(n.heading_rad, dtype=np.float64)
         self.csr = topomap.csr()
         self.image_emb, self.image_node = topomap.embeddings(self.clip.model_id)
 
@@ -289,7 +290,8 @@ def _execute(ctx: _Context, row: dict, walk, seed: int) -> None:
     camera = {"width": ctx.s.width, "height": ctx.s.height, "hfov_deg": ctx.s.hfov_deg}
     for mode in modes:
         if mode == "vnm":
-            kw = {"vnm": ctx.vnm, "camera": camera, "node_images": [ctx.node_image(v) for v in nodes]}
+            kw = {"vnm": ctx.vnm, "camera": camera, "node_images": [ctx.node_image(v) for v in nodes],
+                  "walk_gps_xy": ctx.map_xy[nodes], "node_heading_rad": ctx.map_heading[nodes]}
         else:
             kw = {"walk_gps_xy": ctx.map_xy[nodes]}
         res = drive_walk(ctx.world, truth_xy, mode=mode, params=ctx.s.drive, seed=seed, **kw)

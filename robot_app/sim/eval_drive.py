@@ -68,6 +68,9 @@ class DriveParams:
     recover_window: int = 0
     goal_confirm_steps: int = 6  # as [vnm_nav]; chosen on the development drives (robot_app.sim.vnm_devdrive)
     gps_noise_m: float = 1.0
+    # as [vnm_nav]: stretches whose node images face away from the walk's direction are driven by GPS
+    gps_where_facing_away: bool = True
+    min_vnm_nodes: int = 3
     time_limit_s: float | None = None  # None: 2 x the walk's length at max_v_mps + 60 s
 
 
@@ -86,6 +89,7 @@ class DriveResult:
     abandoned: bool = False
     track_xy_m: np.ndarray | None = None
     events: list = field(default_factory=list)
+    gps_m: float = 0.0
 
     @property
     def total_disengagements(self) -> int:
@@ -96,7 +100,7 @@ class DriveResult:
                 "disengagements_total": self.total_disengagements, "driven_m": round(self.driven_m, 2),
                 "sim_time_s": round(self.sim_time_s, 2),
                 "final_error_m": None if not math.isfinite(self.final_error_m) else round(self.final_error_m, 2),
-                "abandoned": self.abandoned}
+                "abandoned": self.abandoned, "gps_m": round(self.gps_m, 2)}
 
 
 def polyline_distance(xy: np.ndarray, x: float, y: float) -> float:
@@ -121,8 +125,8 @@ def _heading_at(xy: np.ndarray, i: int) -> float:
 class _GpsFollower:
     """Pure pursuit over the walk's map positions with noisy GPS (no images)."""
 
-    def __init__(self, walk_gps_xy: np.ndarray, plant: WorldPlant, p: DriveParams, seed: int):
-        self.xy, self.p = walk_gps_xy, p
+    def __init__(self, walk_gps_xy: np.ndarray, plant: WorldPlant, p: DriveParams, seed: int, *, final: bool = True):
+        self.xy, self.p, self.final = walk_gps_xy, p, final
         seg = np.linalg.norm(np.diff(self.xy, axis=0), axis=1) if len(self.xy) > 1 else np.zeros(0)
         self.s = np.concatenate([[0.0], np.cumsum(seg)])
         self.gps = GpsView(plant, noise_m=p.gps_noise_m, seed=seed)
@@ -141,6 +145,8 @@ class _GpsFollower:
         cand = np.stack([np.interp(win, self.s, self.xy[:, 0]), np.interp(win, self.s, self.xy[:, 1])], 1)
         self.progress = float(win[np.argmin(np.hypot(cand[:, 0] - g.x_m, cand[:, 1] - g.y_m))])
         end = self.xy[-1]
+        if not self.final and self.s[-1] - self.progress < 1.0:  # hand over to the next stretch's driver
+            return 0.0, 0.0, True, False
         if self.s[-1] - self.progress < 0.5 and math.hypot(g.x_m - end[0], g.y_m - end[1]) < 1.0:
             return 0.0, 0.0, True, False
         tx, ty = self._point(self.progress + self.p.lookahead_m)
@@ -189,8 +195,41 @@ class _VnmFollower:
         return v, w, False, False
 
 
+class _StretchFollower:
+    """The walk split by :func:`robot_app.vnm_navigator.walk_stretches`: each stretch has its own driver
+    (a :class:`_VnmFollower` on the stretch's node images or a :class:`_GpsFollower` on its map
+    positions), run in walk order; a stretch that ends hands over to the next one at their shared node."""
+
+    def __init__(self, stretches, make):
+        self.parts = [(mode, lo, hi, make(mode, lo, hi, i == len(stretches) - 1)) for i, (mode, lo, hi) in
+                      enumerate(stretches)]
+        self.cur = 0
+
+    @property
+    def mode(self) -> str:
+        return self.parts[self.cur][0]
+
+    def reset(self, index: int) -> None:
+        # the stretch that drives on from ``index`` (a shared boundary node belongs to the later one)
+        self.cur = max(i for i, (_m, lo, hi, _f) in enumerate(self.parts) if lo <= index and (index < hi or
+                                                                                             i == len(self.parts) - 1
+                                                                                             or hi == lo))
+        _m, lo, _hi, f = self.parts[self.cur]
+        f.reset(index - lo)
+
+    def step(self, st) -> tuple[float, float, bool, bool]:
+        while True:
+            v, w, done, lost = self.parts[self.cur][3].step(st)
+            if not done or self.cur == len(self.parts) - 1:
+                return v, w, done, lost
+            self.cur += 1
+            log.debug("drive: walk index %d, %s from here", self.parts[self.cur][1], self.parts[self.cur][0])
+            self.parts[self.cur][3].reset(0)
+
+
 def drive_walk(world: World, walk_true_xy, *, mode: str, walk_gps_xy=None, vnm=None, node_images=None,
-               camera: dict | None = None, params: DriveParams = DriveParams(), seed: int = 0) -> DriveResult:
+               node_heading_rad=None, camera: dict | None = None, params: DriveParams = DriveParams(),
+               seed: int = 0) -> DriveResult:
     """Drive a walk in ``world`` on the simulation clock and judge it from the true state.
 
     Parameters
@@ -202,6 +241,10 @@ def drive_walk(world: World, walk_true_xy, *, mode: str, walk_gps_xy=None, vnm=N
     walk_gps_xy : (K, 2) float, the nodes' map (GPS) positions, m ENU; needed for ``gps``.
     vnm : :class:`models.vnm.VnmModel`, node_images : K (H, W, 3) uint8 RGB node images (walk order);
         for ``vnm``.
+    node_heading_rad : (K,) float, the nodes' recorded headings (the map's, yaw CCW from east; NaN
+        unknown). With ``walk_gps_xy`` too and ``params.gps_where_facing_away``, mode ``vnm`` drives the
+        stretches whose images face away from the walk's direction by GPS (as the robot's navigator
+        does, :func:`robot_app.vnm_navigator.walk_stretches`); ``DriveResult.gps_m`` says how far.
     camera : dict, the sim camera as the map saw it (``width``, ``height``, ``hfov_deg``); for ``vnm``.
     params : DriveParams
     seed : int, seed of the GPS noise.
@@ -238,7 +281,22 @@ def drive_walk(world: World, walk_true_xy, *, mode: str, walk_gps_xy=None, vnm=N
         from robot_app.sim.render import WorldRenderer
 
         renderer = WorldRenderer(world, seed=seed, **(camera or {}))
-        ctrl = _VnmFollower(vnm, vnm.preprocess_many(list(node_images)), renderer, params)
+        goals = vnm.preprocess_many(list(node_images))
+        ctrl = _VnmFollower(vnm, goals, renderer, params)
+        if params.gps_where_facing_away and walk_gps_xy is not None and node_heading_rad is not None:
+            from core.control import faces_travel
+            from robot_app.vnm_navigator import walk_stretches
+
+            gxy = np.asarray(walk_gps_xy, dtype=np.float64).reshape(-1, 2)
+            stretches = walk_stretches(faces_travel(gxy, node_heading_rad), min_vnm_nodes=params.min_vnm_nodes)
+
+            def make(m, lo, hi, final):
+                if m == "vnm":
+                    return _VnmFollower(vnm, goals[lo:hi + 1], renderer, params)
+                return _GpsFollower(gxy[lo:hi + 1], plant, params, seed + lo, final=final)
+
+            if stretches != [("vnm", 0, truth.shape[0] - 1)]:
+                ctrl = _StretchFollower(stretches, make)
     try:
         _loop(res, plant, ctrl, truth, params)
     finally:
@@ -259,6 +317,7 @@ def _loop(res: DriveResult, plant: WorldPlant, ctrl, truth: np.ndarray, params: 
     while t < limit_s:
         st = plant.state()
         v, w, done, lost = ctrl.step(st)
+        on_gps = getattr(ctrl, "mode", res.mode) == "gps"
         if done:
             res.final_error_m = float(math.hypot(st.x_m - truth[-1, 0], st.y_m - truth[-1, 1]))
             res.reached = res.final_error_m <= params.goal_radius_m
@@ -268,7 +327,9 @@ def _loop(res: DriveResult, plant: WorldPlant, ctrl, truth: np.ndarray, params: 
             x0, y0 = plant.state().x_m, plant.state().y_m
             plant.step(left, right, dt)
             after = plant.state()
-            res.driven_m += math.hypot(after.x_m - x0, after.y_m - y0)
+            step_m = math.hypot(after.x_m - x0, after.y_m - y0)
+            res.driven_m += step_m
+            res.gps_m += step_m if on_gps else 0.0
         t += substeps * dt
         st = plant.state()
         track.append((st.x_m, st.y_m))

@@ -115,3 +115,32 @@ def test_vnm_navigator_takes_its_rules_from_the_config(tmp_path):
     nav = VnmNavigator(app, vnm, close_steps=5.0)
     assert nav.rules == WalkRules(window=6, close_steps=5.0, goal_confirm_steps=3, recover_window=12)
     assert nav.rules.lost_steps is None and nav.waypoint_index == vnm.len_traj_pred - 1
+
+
+@pytest.mark.parametrize("facing, kw, want", [
+    ([1, 1, 1, 1, 1], {}, [("vnm", 0, 4)]),
+    ([0, 0, 0], {}, [("gps", 0, 2)]),
+    ([1, 1, 1, 0, 0, 1, 1, 1, 1], {}, [("vnm", 0, 2), ("gps", 2, 5), ("vnm", 5, 8)]),
+    ([0, 1, 1, 1, 1, 0], {}, [("gps", 0, 1), ("vnm", 1, 4), ("gps", 4, 5)]),
+    ([1, 1, 1, 0, 1, 0, 1, 1, 1], {}, [("vnm", 0, 2), ("gps", 2, 6), ("vnm", 6, 8)]),  # a 1-node run: GPS
+    ([1, 1, 1, 0, 1, 0, 1, 1, 1], {"min_vnm_nodes": 1}, [("vnm", 0, 2), ("gps", 2, 4), ("vnm", 4, 4),
+                                                         ("gps", 4, 6), ("vnm", 6, 8)]),
+    ([1], {}, [("vnm", 0, 0)]),
+    ([1, 1], {}, [("vnm", 0, 1)]),
+])
+def test_walk_stretches_drive_facing_runs_with_the_vnm_and_the_rest_by_gps(facing, kw, want):
+    from robot_app.vnm_navigator import walk_stretches
+
+    got = walk_stretches(np.asarray(facing, dtype=bool), **kw)
+    assert got == want
+    assert got[0][1] == 0 and got[-1][2] == len(facing) - 1
+    assert all(a[2] == b[1] for a, b in zip(got, got[1:]))  # stretches share their boundary node
+
+
+def test_walk_stretches_refuse_bad_input():
+    from robot_app.vnm_navigator import walk_stretches
+
+    with pytest.raises(ValueError, match="non-empty"):
+        walk_stretches([])
+    with pytest.raises(ValueError, match="min_vnm_nodes"):
+        walk_stretches([True], min_vnm_nodes=0)

@@ -180,6 +180,34 @@ def test_gps_drive_reaches_a_straight_walk_and_counts_off_path():
         drive_walk(w, walk, mode="vnm")
 
 
+def test_vnm_drive_takes_gps_where_the_node_images_face_away_from_the_walk():
+    """Out along a recorded stretch and back: the way back faces away from every node image, so the
+    VNM drive hands it to GPS at the turning node (as the robot's navigator does) and still ends there."""
+    pytest.importorskip("pybullet")
+    from models.vnm import open_vnm
+    from robot_app.sim.vnm_follow import route_nodes
+
+    shipped = Path(__file__).resolve().parents[2] / "robot_app" / "data" / "models" / "sim"
+    world = load_world("campus")
+    images, poses = route_nodes(world, np.array([[0.0, -85.0], [0.0, -67.0]]), spacing_m=1.0, seed=5)
+    walk = list(range(len(images))) + list(range(len(images) - 2, 7, -1))
+    xy, heading = poses[walk, :2], poses[walk, 2]
+    vnm = open_vnm(shipped)
+    params = DriveParams(goal_confirm_steps=4)
+    res = drive_walk(world, xy, mode="vnm", vnm=vnm, node_images=[images[v] for v in walk], walk_gps_xy=xy,
+                     node_heading_rad=heading, camera={"width": 160, "height": 120, "hfov_deg": 90.0},
+                     params=params, seed=2)
+    assert res.reached and res.final_error_m <= params.goal_radius_m
+    assert 6.0 < res.gps_m < res.driven_m - 10.0  # the way back by GPS, the way out with the VNM
+    assert res.as_dict()["gps_m"] == round(res.gps_m, 2)
+    # without the rule the whole walk goes to the VNM
+    off = drive_walk(world, xy, mode="vnm", vnm=vnm, node_images=[images[v] for v in walk], walk_gps_xy=xy,
+                     node_heading_rad=heading, camera={"width": 160, "height": 120, "hfov_deg": 90.0},
+                     params=DriveParams(goal_confirm_steps=4, gps_where_facing_away=False, max_disengagements=2),
+                     seed=2)
+    assert off.gps_m == 0.0
+
+
 # --- end to end ----------------------------------------------------------------------------------------
 def _models_dir(tmp_path_factory) -> Path:
     """The shipped sim models when present, else tiny random exports (torch, the `export` extra)."""
