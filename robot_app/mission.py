@@ -53,6 +53,7 @@ class MissionExecutive:
         self._nav_task: asyncio.Task | None = None
         self._walk_latlon: tuple | None = None
         self._walk_jpegs: list = []
+        self._walk_heading = None  # (K,) the map's node headings along the walk (VNM stretches facing away go to GPS)
         self.max_replans = 2
         self.map_zone: tuple | None = None  # UTM zone of the route map, once it has been opened
 
@@ -164,6 +165,7 @@ class MissionExecutive:
             walk = planned.result.nodes
             self.app.safety.set_geofence(m.nodes.lat_deg, m.nodes.lon_deg)
             self._walk_latlon = (m.nodes.lat_deg[walk].copy(), m.nodes.lon_deg[walk].copy())
+            self._walk_heading = m.nodes.heading_rad[walk].copy()
             self._walk_jpegs = [(m.images(int(v)) or [None])[0] for v in walk]
         if out["status"] != "ok":
             raise MissionError("no walk from the start reaches all landmarks in order")
@@ -201,16 +203,18 @@ class MissionExecutive:
             raise MissionError(f"cannot drive: {self.app.fault.message}")
         mc = self.app.config.mission
         vnm = self.app.vnm_model() if self.app.camera is not None else None
+        from robot_app.navigator import GpsNavigator
+
+        gps = GpsNavigator(self.app, max_v_mps=mc.max_v_mps, lookahead_m=mc.lookahead_m,
+                           goal_radius_m=mc.goal_radius_m)
         if vnm is not None and all(j is not None for j in self._walk_jpegs):
             from robot_app.vnm_navigator import VnmNavigator
 
-            nav, args, mode = VnmNavigator(self.app, vnm, max_v_mps=mc.max_v_mps), (self._walk_jpegs,), "vnm"
+            # stretches whose node images face away from the walk go to the GPS navigator ([vnm_nav])
+            nav = VnmNavigator(self.app, vnm, max_v_mps=mc.max_v_mps, gps_navigator=gps)
+            args, mode = self._vnm_args(), "vnm"
         else:
-            from robot_app.navigator import GpsNavigator
-
-            nav = GpsNavigator(self.app, max_v_mps=mc.max_v_mps, lookahead_m=mc.lookahead_m,
-                               goal_radius_m=mc.goal_radius_m)
-            args, mode = self._walk_latlon, "gps"
+            nav, args, mode = gps, self._walk_latlon, "gps"
         self.state, self.message = "running", f"driving the walk ({mode} mode)"
         self.progress = {"started_mono_s": time.monotonic(), "walk_nodes": len(self.plan["nodes"]), "mode": mode}
         self._nav = nav
@@ -231,7 +235,7 @@ class MissionExecutive:
                 except MissionError as exc:
                     self.message = f"walk {report.outcome}; re-planning failed: {exc}"
                     break
-                args = walk if self.progress.get("mode") == "gps" else (self._walk_jpegs,)
+                args = walk if self.progress.get("mode") == "gps" else self._vnm_args()
                 report = await nav.follow(*args)
             self.state = report.outcome
             self.message = f"walk {report.outcome}, {report.distance_to_goal_m:.1f} m from the goal"
@@ -244,6 +248,10 @@ class MissionExecutive:
             self.state, self.message = "error", f"navigation failed: {exc}"
         finally:
             self._record_run(nav, self.disengagements - disengaged_before)
+
+    def _vnm_args(self) -> tuple:
+        """VnmNavigator.follow's arguments for the current walk: node images, positions and headings."""
+        return self._walk_jpegs, self._walk_latlon, self._walk_heading
 
     def replan_from_here(self, targets: list[int]) -> tuple:
         """A new walk from the node nearest the GPS fix through ``targets`` (node ids, in order).
@@ -261,6 +269,7 @@ class MissionExecutive:
             if not r.ok:
                 raise MissionError("the remaining landmarks cannot be reached from here")
             self._walk_latlon = (m.nodes.lat_deg[r.nodes].copy(), m.nodes.lon_deg[r.nodes].copy())
+            self._walk_heading = m.nodes.heading_rad[r.nodes].copy()
             self._walk_jpegs = [(m.images(int(v)) or [None])[0] for v in r.nodes]
             self.progress["replanned_walk"] = r.nodes.tolist()
         return self._walk_latlon

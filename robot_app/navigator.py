@@ -138,8 +138,13 @@ class GpsNavigator:
             log.info("navigator: pose from %s", self.pose_source)
         return time.monotonic() - self.estimator.fix_t_mono_s <= max_age
 
-    async def follow(self, walk_lat_deg, walk_lon_deg) -> RunReport:
-        """Follow the walk to its last node. Never raises for field conditions: the outcome says."""
+    async def follow(self, walk_lat_deg, walk_lon_deg, *, goal_radius_m: float | None = None) -> RunReport:
+        """Follow the walk to its last node. Never raises for field conditions: the outcome says.
+
+        ``goal_radius_m`` overrides the navigator's goal radius for this walk (the VNM navigator hands a
+        stretch back to the VNM from a few metres before its last node).
+        """
+        goal_radius = self.goal_radius_m if goal_radius_m is None else float(goal_radius_m)
         walk = self.estimator.to_xy(walk_lat_deg, walk_lon_deg)
         loc = WindowLocaliser(walk, window=4, hysteresis_m=0.3, max_distance_m=15.0)
         t0 = time.monotonic()
@@ -158,7 +163,7 @@ class GpsNavigator:
                     continue
                 est = self.estimator
                 goal_d = float(np.hypot(*(walk[-1] - (est.x_m, est.y_m))))
-                if goal_d <= self.goal_radius_m:
+                if goal_d <= goal_radius:
                     outcome = "reached"
                     break
                 if goal_d < best_goal_d - 0.2:

@@ -13,6 +13,12 @@ goal node; ``goal_close=True`` also asks for a distance below ``close_steps``).
 Lost (every distance above ``lost_steps`` for ``max_lost_steps`` steps), a missing camera frame, or
 the goal reached end the run; the robot is always stopped when :meth:`VnmNavigator.follow` returns.
 
+Stretches walked against the direction they were recorded in: a VNM drives towards goal images taken
+ahead of it, so where the walk's node images face away from the way the walk goes
+(:func:`core.control.faces_travel` on the map's node positions and headings) the navigator drives that
+stretch with the GPS navigator (LM-Nav's GPS controller) and hands back to the VNM on the first node of
+the next stretch that faces the travel (:func:`walk_stretches`; ``[vnm_nav] gps_where_facing_away``).
+
 The localisation and subgoal rules live in :class:`WalkTracker` (pure numpy, no I/O), which the
 simulated drivers (:mod:`robot_app.sim.vnm_follow`, :mod:`robot_app.sim.eval_drive`) step too, so the
 evaluation measures exactly this loop. Its options (:class:`WalkRules`, ``[vnm_nav]`` in the config)
@@ -30,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.control import waypoint_to_velocity
+from core.control import faces_travel, waypoint_to_velocity
 from robot_app.navigator import RunReport
 
 log = logging.getLogger(__name__)
@@ -227,15 +233,19 @@ class VnmNavigator:
     The rules (:class:`WalkRules`) come from ``app.config.vnm_nav`` when the config has that section,
     else the GNM defaults; keyword arguments given here override single rules. ``waypoint_index`` and
     ``max_v_mps`` (default ``[models] vnm_max_v_mps``, capped by ``[robot] max_v_mps``) scale and pick
-    the waypoint; ``timeout_s`` ends a run as ``stuck``.
+    the waypoint; ``timeout_s`` ends a run as ``stuck`` (per VNM stretch). ``gps_navigator`` (a
+    :class:`robot_app.navigator.GpsNavigator` on the same app) drives the stretches whose node images face
+    away from the walk when ``[vnm_nav] gps_where_facing_away`` is on and :meth:`follow` gets the walk's
+    positions and headings; without it the whole walk goes to the VNM.
     """
 
     def __init__(self, app, vnm, *, window: int | None = None, close_steps: float | None = None,
                  lost_steps: float | None = None, waypoint_index: int | None = None, max_v_mps: float | None = None,
                  max_lost_steps: int | None = None, timeout_s: float = 600.0, goal_close: bool | None = None,
-                 recover_window: int | None = None, goal_confirm_steps: int | None = None):
+                 recover_window: int | None = None, goal_confirm_steps: int | None = None, gps_navigator=None):
         self.app = app
         self.vnm = vnm
+        self.gps_navigator = gps_navigator
         nav = getattr(app.config, "vnm_nav", None)
         base = WalkRules(**{f: getattr(nav, f) for f in WalkRules.__dataclass_fields__ if hasattr(nav, f)})
         if not base.lost_steps:  # [vnm_nav] lost_steps = 0: the model's trained range
@@ -249,33 +259,113 @@ class VnmNavigator:
         self.waypoint_index = min(waypoint_index, vnm.len_traj_pred - 1)
         self.max_v_mps = min(max_v_mps or app.config.models.vnm_max_v_mps, app.config.robot.max_v_mps)
         self.timeout_s = timeout_s
+        self.gps_where_facing_away = bool(getattr(nav, "gps_where_facing_away", True))
+        self.min_vnm_nodes = int(getattr(nav, "min_vnm_nodes", 3))
+        self.stretches: list[tuple[str, int, int]] = []
+        self._trace: list = []
+        self._gps_live = None  # (lo, hi, began_s) while a GPS stretch runs
+
+    @property
+    def trace(self) -> list:
+        """Rows (t_s, walk index, subgoal index, best VNM distance in steps or -1 on GPS stretches, v,
+        omega) so far, the running GPS stretch's included."""
+        if self._gps_live is None or self.gps_navigator is None:
+            return self._trace
+        lo, hi, began = self._gps_live
+        return self._trace + [self._gps_row(r, lo, hi, began) for r in getattr(self.gps_navigator, "trace", [])]
+
+    @staticmethod
+    def _gps_row(row, lo: int, hi: int, began: float) -> tuple:
+        # GpsNavigator rows are (t_s from its own start, x_m, y_m, yaw_rad, index, v, omega)
+        return began + row[0], lo + int(row[4]), min(lo + int(row[4]) + 1, hi), -1.0, row[5], row[6]
 
     def _command(self, v: float, omega: float) -> None:
         from robot_app.service.app import Command
 
         self.app.command = Command(v, omega, time.monotonic(), "vnm-navigator")
 
-    async def follow(self, node_jpegs: list[bytes]) -> RunReport:
-        """Follow the walk given by its node images (walk order). Never raises for field conditions."""
-        vnm, cam = self.vnm, self.app.camera
+    def plan_stretches(self, n_nodes: int, walk_latlon=None, node_heading_rad=None) -> list[tuple[str, int, int]]:
+        """The walk's VNM and GPS stretches (:func:`walk_stretches`); one VNM stretch when the rule is off,
+        there is no GPS navigator, or positions / headings are missing or do not match the walk."""
+        whole = [("vnm", 0, n_nodes - 1)]
+        if not self.gps_where_facing_away or self.gps_navigator is None or walk_latlon is None or node_heading_rad is None:
+            return whole
+        lat, lon = (np.asarray(a, dtype=np.float64).reshape(-1) for a in walk_latlon)
+        heading = np.asarray(node_heading_rad, dtype=np.float64).reshape(-1)
+        if not lat.shape[0] == lon.shape[0] == heading.shape[0] == n_nodes:
+            log.warning("VNM walk: %d node images but %d positions and %d headings; the whole walk goes to the VNM",
+                        n_nodes, lat.shape[0], heading.shape[0])
+            return whole
+        try:
+            xy = self.gps_navigator.estimator.to_xy(lat, lon)
+            return walk_stretches(faces_travel(xy, heading), min_vnm_nodes=self.min_vnm_nodes)
+        except ValueError as exc:  # a position utm cannot convert: drive it all with the VNM, say why
+            log.warning("VNM walk: %s; the whole walk goes to the VNM", exc)
+            return whole
+
+    async def follow(self, node_jpegs: list[bytes], walk_latlon=None, node_heading_rad=None) -> RunReport:
+        """Follow the walk given by its node images (walk order). Never raises for field conditions.
+
+        ``walk_latlon`` ((K,) lat, (K,) lon degrees) and ``node_heading_rad`` ((K,) the map's node headings,
+        yaw CCW from east, NaN unknown) let the stretches that face away go to the GPS navigator. The
+        report's ``final_index`` is a walk index; ``trace`` rows are (t_s, walk index, subgoal index, best
+        VNM distance in steps (-1 on GPS stretches), v, omega).
+        """
+        vnm = self.vnm
         goals = await asyncio.to_thread(lambda: vnm.preprocess_many([_rgb(j) for j in node_jpegs]))
+        self.stretches = stretches = self.plan_stretches(len(node_jpegs), walk_latlon, node_heading_rad)
+        if len(stretches) > 1 or stretches[0][0] != "vnm":
+            log.info("VNM walk: stretches %s (gps where the node images face away)", stretches)
+        self._trace = []  # kept on the navigator so a cancelled run still has it
+        t0 = time.monotonic()
+        report = RunReport("cancelled", 0, float("inf"), 0.0, self._trace)
+        for i, (mode, lo, hi) in enumerate(stretches):
+            if mode == "vnm":
+                report = await self._follow_vnm(goals[lo:hi + 1], lo, t0)
+            else:
+                report = await self._follow_gps(walk_latlon, lo, hi, final=i == len(stretches) - 1, t0=t0)
+            if report.outcome != "reached":
+                break
+        return RunReport(report.outcome, report.final_index, report.distance_to_goal_m, time.monotonic() - t0,
+                         self._trace)
+
+    async def _follow_gps(self, walk_latlon, lo: int, hi: int, *, final: bool, t0: float) -> RunReport:
+        """One stretch with the GPS navigator; it ends within ``lookahead_m`` of the stretch's last node
+        when the VNM takes over there (the walk's own goal radius on the last stretch)."""
+        gps = self.gps_navigator
+        lat, lon = (np.asarray(a, dtype=np.float64).reshape(-1)[lo:hi + 1] for a in walk_latlon)
+        radius = None if final else max(gps.goal_radius_m, gps.lookahead_m)
+        self._gps_live = (lo, hi, time.monotonic() - t0)
+        try:
+            rep = await gps.follow(lat, lon, goal_radius_m=radius)
+        finally:
+            began = self._gps_live[2]
+            self._gps_live = None
+            self._trace.extend(self._gps_row(r, lo, hi, began) for r in getattr(gps, "trace", []))
+        log.info("GPS stretch %d-%d %s after %.1f s", lo, hi, rep.outcome, rep.duration_s)
+        return RunReport(rep.outcome, lo + rep.final_index, rep.distance_to_goal_m, rep.duration_s, [])
+
+    async def _follow_vnm(self, goals: np.ndarray, lo: int, t0: float) -> RunReport:
+        """One stretch with the VNM (the GNM deployment loop) over the node images ``goals`` (walk
+        indices from ``lo``)."""
+        vnm, cam = self.vnm, self.app.camera
         ctx = vnm.new_context()
         period = 1.0 / vnm.frame_rate_hz
-        tracker = WalkTracker(len(node_jpegs), self.rules, lost_steps=vnm.dist_range_steps[1])
+        tracker = WalkTracker(goals.shape[0], self.rules, lost_steps=vnm.dist_range_steps[1])
         last_frame = None
-        t0 = time.monotonic()
-        self.trace = trace = []  # kept on the navigator so a cancelled run still has it
+        t_start = time.monotonic()
+        trace = self._trace
         outcome, best_d = "cancelled", float("inf")
         try:
             while True:
                 now = time.monotonic()
-                if now - t0 > self.timeout_s:
+                if now - t_start > self.timeout_s:
                     outcome = "stuck"
                     break
                 frame = cam.latest if cam is not None else None
                 if frame is None or now - frame.t_mono_s > 1.0:
                     self._command(0.0, 0.0)
-                    if now - t0 > 5.0:
+                    if now - t_start > 5.0:
                         outcome = "camera-lost"
                         break
                     await asyncio.sleep(period)
@@ -302,9 +392,9 @@ class VnmNavigator:
                 v, omega = waypoint_to_velocity(float(wp[0]), float(wp[1]), dt_s=period, max_v_mps=self.max_v_mps,
                                                 max_omega_radps=self.app.config.robot.max_omega_radps)
                 self._command(v, omega)
-                trace.append((now - t0, dec.index, dec.subgoal, best_d, v, omega))
+                trace.append((now - t0, lo + dec.index, lo + dec.subgoal, best_d, v, omega))
                 await asyncio.sleep(period)
         finally:
             self._command(0.0, 0.0)
-        log.info("VNM walk %s after %.1f s at walk index %d", outcome, time.monotonic() - t0, tracker.index)
-        return RunReport(outcome, tracker.index, best_d, time.monotonic() - t0, trace)
+        log.info("VNM stretch %s after %.1f s at walk index %d", outcome, time.monotonic() - t_start, lo + tracker.index)
+        return RunReport(outcome, lo + tracker.index, best_d, time.monotonic() - t_start, [])

@@ -124,3 +124,63 @@ def test_gps_navigator_follows_a_walk_in_the_world(tmp_path):
     st = plant.state()
     assert math.hypot(st.x_m - 12.0, st.y_m + 40.0) < 1.5
     assert plant.collisions == []
+
+
+def test_vnm_navigator_hands_stretches_facing_away_to_gps(tmp_path):
+    """The app's VNM navigator with the sim VNM on the sim camera: out along a recorded stretch (node
+    images facing the way) with the VNM, back over part of it (images facing away) with the GPS
+    navigator, through the drivers and the world plant; it ends at the walk's last node."""
+    import shutil
+    from pathlib import Path
+
+    import robot_app
+    from robot_app.map_build import encode_jpeg
+    from robot_app.navigator import GpsNavigator
+    from robot_app.sim.vnm_follow import route_nodes
+    from robot_app.vnm_navigator import VnmNavigator
+
+    shipped = Path(robot_app.__file__).resolve().parent / "data" / "models" / "sim"
+    models = tmp_path / "models"
+    models.mkdir()
+    for name in ("vnm.onnx", "vnm.onnx.json", "vnm-reference.npz"):
+        shutil.copy(shipped / name, models / name)
+    world = load_world("campus")
+    images, poses = route_nodes(world, np.array([[0.0, -85.0], [0.0, -75.0]]), spacing_m=1.0, seed=5)
+    walk = list(range(len(images))) + list(range(len(images) - 2, 3, -1))  # out 10 m, back 6 m
+    lat, lon = enu_to_latlon(poses[walk, :2], anchor=world.anchor_latlon)
+    jpegs = [encode_jpeg(images[v]) for v in walk]
+    plant = WorldPlant(world, start=(0.0, -85.0, math.pi / 2))
+    (tmp_path / "ports").mkdir()
+
+    async def main():
+        async with SimulatedDevices(tmp_path / "ports", plant=plant, gps=False, imu=False,
+                                    origin_latlon=world.anchor_latlon) as sim:
+            plant.attach(sim)
+            set_active_plant(plant)
+            base = app_config(tmp_path, str(sim.ports["jackal"]))
+            cfg = dataclasses.replace(base, paths=dataclasses.replace(base.paths, models_dir=str(models)),
+                                      camera=dataclasses.replace(base.camera, width=160, height=120, fps=8.0))
+            app = App(cfg)
+            task = asyncio.ensure_future(app.run())
+            try:
+                await app.base.wait_connected(10.0)
+                vnm = app.vnm_model()
+                gps = GpsNavigator(app, max_v_mps=1.0, lookahead_m=2.0, goal_radius_m=1.0, timeout_s=30.0)
+                nav = VnmNavigator(app, vnm, max_v_mps=1.0, lost_steps=26.0, goal_confirm_steps=4, timeout_s=30.0,
+                                   gps_navigator=gps)
+                report = await nav.follow(jpegs, (lat, lon), poses[walk, 2])
+            finally:
+                app.request_stop()
+                await asyncio.wait_for(task, 10.0)
+                set_active_plant(None)
+            return report, nav
+
+    report, nav = asyncio.run(main())
+    n = len(walk)
+    assert nav.stretches == [("vnm", 0, len(images) - 1), ("gps", len(images) - 1, n - 1)]
+    assert report.outcome == "reached", report
+    st = plant.state()
+    assert math.hypot(st.x_m - poses[walk[-1], 0], st.y_m - poses[walk[-1], 1]) < 1.5 and plant.collisions == []
+    modes = [row[3] < 0 for row in report.trace]  # best VNM distance -1 on GPS stretches
+    assert modes[0] is False and modes[-1] is True and modes == sorted(modes)  # VNM first, then GPS
+    assert n - 3 <= report.final_index <= n - 1  # the GPS localiser's walk index near the end
