@@ -116,7 +116,8 @@ class GpsNavigator:
 
         self.app.command = Command(v, omega, time.monotonic(), "navigator")
 
-    def _sense(self) -> bool:
+    def sense(self) -> bool:
+        """Update :attr:`estimator` from the latest readings; False when the GPS fix is stale."""
         from firmware_bridge.readings import GpsFix, ImuReading
 
         gps = getattr(self.app, "gps", None) or self.app.base
@@ -147,6 +148,8 @@ class GpsNavigator:
         goal_radius = self.goal_radius_m if goal_radius_m is None else float(goal_radius_m)
         walk = self.estimator.to_xy(walk_lat_deg, walk_lon_deg)
         loc = WindowLocaliser(walk, window=4, hysteresis_m=0.3, max_distance_m=15.0)
+        length = float(np.hypot(*np.diff(walk, axis=0).T).sum()) if walk.shape[0] > 1 else 0.0
+        travelled, last_xy = 0.0, np.full(2, np.nan)
         t0 = time.monotonic()
         best_goal_d, best_t = math.inf, t0
         self.trace = trace = []  # kept on the navigator so a cancelled run still has it
@@ -154,7 +157,7 @@ class GpsNavigator:
         try:
             while True:
                 now = time.monotonic()
-                if not self._sense():
+                if not self.sense():
                     self._command(0.0, 0.0)
                     if now - t0 > 5.0:
                         outcome = "gps-lost"
@@ -163,7 +166,12 @@ class GpsNavigator:
                     continue
                 est = self.estimator
                 goal_d = float(np.hypot(*(walk[-1] - (est.x_m, est.y_m))))
-                if goal_d <= goal_radius:
+                if np.isfinite(last_xy).all():
+                    travelled += float(np.hypot(est.x_m - last_xy[0], est.y_m - last_xy[1]))
+                last_xy = np.array([est.x_m, est.y_m])
+                # within the radius of the last node, and localised on the walk's last nodes or most of the
+                # walk's length driven: a walk that comes back near its start is not over before it is driven
+                if goal_d <= goal_radius and (loc.index >= walk.shape[0] - 3 or travelled >= 0.8 * length - goal_radius):
                     outcome = "reached"
                     break
                 if goal_d < best_goal_d - 0.2:

@@ -31,12 +31,13 @@ import asyncio
 import dataclasses
 import io
 import logging
+import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from core.control import faces_travel, waypoint_to_velocity
+from core.control import faces_travel, waypoint_to_velocity, wrap_angle
 from robot_app.navigator import RunReport
 
 log = logging.getLogger(__name__)
@@ -177,7 +178,9 @@ def walk_stretches(facing, *, min_vnm_nodes: int = 3) -> list[tuple[str, int, in
     stretch was recorded in, its node images face away (:func:`core.control.faces_travel`) and the
     robot drives that stretch with the GPS navigator (LM-Nav's GPS controller) instead. Runs of facing
     nodes shorter than ``min_vnm_nodes`` go to GPS too. Consecutive stretches share their boundary
-    node: a GPS stretch ends on the first node of the next VNM stretch.
+    node: a GPS stretch ends on the first node of the next VNM stretch (where the drivers turn the robot
+    in place to the stretch's direction before the VNM takes over: a walk that turns back onto a
+    recorded stretch leaves it facing away from the stretch's first images).
 
     Parameters
     ----------
@@ -267,8 +270,8 @@ class VnmNavigator:
 
     @property
     def trace(self) -> list:
-        """Rows (t_s, walk index, subgoal index, best VNM distance in steps or -1 on GPS stretches, v,
-        omega) so far, the running GPS stretch's included."""
+        """Rows (t_s, walk index, subgoal index, best VNM distance in steps (-1 on GPS stretches), v,
+        omega, driver: 0 VNM / 1 GPS) so far, the running GPS stretch's included."""
         if self._gps_live is None or self.gps_navigator is None:
             return self._trace
         lo, hi, began = self._gps_live
@@ -277,7 +280,7 @@ class VnmNavigator:
     @staticmethod
     def _gps_row(row, lo: int, hi: int, began: float) -> tuple:
         # GpsNavigator rows are (t_s from its own start, x_m, y_m, yaw_rad, index, v, omega)
-        return began + row[0], lo + int(row[4]), min(lo + int(row[4]) + 1, hi), -1.0, row[5], row[6]
+        return began + row[0], lo + int(row[4]), min(lo + int(row[4]) + 1, hi), -1.0, row[5], row[6], 1.0
 
     def _command(self, v: float, omega: float) -> None:
         from robot_app.service.app import Command
@@ -297,7 +300,7 @@ class VnmNavigator:
                         n_nodes, lat.shape[0], heading.shape[0])
             return whole
         try:
-            xy = self.gps_navigator.estimator.to_xy(lat, lon)
+            self._walk_xy = xy = self.gps_navigator.estimator.to_xy(lat, lon)
             return walk_stretches(faces_travel(xy, heading), min_vnm_nodes=self.min_vnm_nodes)
         except ValueError as exc:  # a position utm cannot convert: drive it all with the VNM, say why
             log.warning("VNM walk: %s; the whole walk goes to the VNM", exc)
@@ -308,8 +311,10 @@ class VnmNavigator:
 
         ``walk_latlon`` ((K,) lat, (K,) lon degrees) and ``node_heading_rad`` ((K,) the map's node headings,
         yaw CCW from east, NaN unknown) let the stretches that face away go to the GPS navigator. The
-        report's ``final_index`` is a walk index; ``trace`` rows are (t_s, walk index, subgoal index, best
-        VNM distance in steps (-1 on GPS stretches), v, omega).
+        report's ``final_index`` is a walk index and ``distance_to_goal_m`` the last stretch's (on a VNM
+        stretch the best predicted distance in steps x ``max_v_mps`` / frame rate); ``trace`` rows are
+        (t_s, walk index, subgoal index, best VNM distance in steps (-1 on GPS stretches), v, omega,
+        driver: 0 VNM / 1 GPS).
         """
         vnm = self.vnm
         goals = await asyncio.to_thread(lambda: vnm.preprocess_many([_rgb(j) for j in node_jpegs]))
@@ -321,6 +326,9 @@ class VnmNavigator:
         report = RunReport("cancelled", 0, float("inf"), 0.0, self._trace)
         for i, (mode, lo, hi) in enumerate(stretches):
             if mode == "vnm":
+                if i > 0:  # after a GPS stretch: face the stretch's images first (the walk may turn back here)
+                    d = self._walk_xy[min(lo + 3, hi)] - self._walk_xy[lo]
+                    await self._align(float(np.arctan2(d[1], d[0])))
                 report = await self._follow_vnm(goals[lo:hi + 1], lo, t0)
             else:
                 report = await self._follow_gps(walk_latlon, lo, hi, final=i == len(stretches) - 1, t0=t0)
@@ -328,6 +336,27 @@ class VnmNavigator:
                 break
         return RunReport(report.outcome, report.final_index, report.distance_to_goal_m, time.monotonic() - t0,
                          self._trace)
+
+    async def _align(self, yaw_rad: float, *, tolerance_rad: float = math.radians(20.0), timeout_s: float = 20.0) -> None:
+        """Turn in place until the pose estimate's heading is within ``tolerance_rad`` of ``yaw_rad`` (CCW
+        from east), with the GPS navigator's pose (gyro, GPS course or the fused estimate); gives up
+        without a known heading or after ``timeout_s`` (the VNM stretch then starts as it is)."""
+        gps = self.gps_navigator
+        max_omega = self.app.config.robot.max_omega_radps
+        t_end = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < t_end:
+                if not gps.sense() or not gps.estimator.yaw_known:
+                    log.info("VNM walk: no heading to turn onto the next VNM stretch; it starts as the robot stands")
+                    return
+                err = wrap_angle(yaw_rad - gps.estimator.yaw_rad)
+                if abs(err) <= tolerance_rad:
+                    return
+                self._command(0.0, math.copysign(min(max_omega, max(0.4, 1.5 * abs(err))), err))
+                await asyncio.sleep(gps.period_s)
+            log.warning("VNM walk: could not turn onto the next VNM stretch within %.0f s", timeout_s)
+        finally:
+            self._command(0.0, 0.0)
 
     async def _follow_gps(self, walk_latlon, lo: int, hi: int, *, final: bool, t0: float) -> RunReport:
         """One stretch with the GPS navigator; it ends within ``lookahead_m`` of the stretch's last node
@@ -345,9 +374,9 @@ class VnmNavigator:
         log.info("GPS stretch %d-%d %s after %.1f s", lo, hi, rep.outcome, rep.duration_s)
         return RunReport(rep.outcome, lo + rep.final_index, rep.distance_to_goal_m, rep.duration_s, [])
 
-    async def _follow_vnm(self, goals: np.ndarray, lo: int, t0: float) -> RunReport:
+    async def _follow_vnm(self, goals: np.ndarray, first: int, t0: float) -> RunReport:
         """One stretch with the VNM (the GNM deployment loop) over the node images ``goals`` (walk
-        indices from ``lo``)."""
+        indices from ``first``)."""
         vnm, cam = self.vnm, self.app.camera
         ctx = vnm.new_context()
         period = 1.0 / vnm.frame_rate_hz
@@ -392,9 +421,12 @@ class VnmNavigator:
                 v, omega = waypoint_to_velocity(float(wp[0]), float(wp[1]), dt_s=period, max_v_mps=self.max_v_mps,
                                                 max_omega_radps=self.app.config.robot.max_omega_radps)
                 self._command(v, omega)
-                trace.append((now - t0, lo + dec.index, lo + dec.subgoal, best_d, v, omega))
+                trace.append((now - t0, first + dec.index, first + dec.subgoal, best_d, v, omega, 0.0))
                 await asyncio.sleep(period)
         finally:
             self._command(0.0, 0.0)
-        log.info("VNM stretch %s after %.1f s at walk index %d", outcome, time.monotonic() - t_start, lo + tracker.index)
-        return RunReport(outcome, lo + tracker.index, best_d, time.monotonic() - t_start, [])
+        log.info("VNM stretch %s after %.1f s at walk index %d", outcome, time.monotonic() - t_start,
+                 first + tracker.index)
+        # the best predicted distance in steps, as metres at the speed the waypoints are scaled with
+        to_goal_m = best_d * self.max_v_mps / vnm.frame_rate_hz if np.isfinite(best_d) else float("inf")
+        return RunReport(outcome, first + tracker.index, to_goal_m, time.monotonic() - t_start, [])

@@ -200,10 +200,12 @@ class _StretchFollower:
     (a :class:`_VnmFollower` on the stretch's node images or a :class:`_GpsFollower` on its map
     positions), run in walk order; a stretch that ends hands over to the next one at their shared node."""
 
-    def __init__(self, stretches, make):
+    def __init__(self, stretches, make, walk_xy: np.ndarray, p: DriveParams):
         self.parts = [(mode, lo, hi, make(mode, lo, hi, i == len(stretches) - 1)) for i, (mode, lo, hi) in
                       enumerate(stretches)]
         self.cur = 0
+        self.xy, self.p = walk_xy, p
+        self.align = None  # yaw (rad) to turn to in place before the current VNM stretch starts
 
     @property
     def mode(self) -> str:
@@ -216,15 +218,25 @@ class _StretchFollower:
                                                                                              or hi == lo))
         _m, lo, _hi, f = self.parts[self.cur]
         f.reset(index - lo)
+        self.align = None  # the operator put the robot down facing the walk
 
     def step(self, st) -> tuple[float, float, bool, bool]:
         while True:
+            if self.align is not None:  # as the robot's navigator: face the VNM stretch's images first
+                err = math.remainder(self.align - st.yaw_rad, 2.0 * math.pi)
+                if abs(err) > math.radians(20.0):
+                    return 0.0, math.copysign(min(self.p.max_omega_radps, max(0.4, 1.5 * abs(err))), err), False, False
+                self.align = None
             v, w, done, lost = self.parts[self.cur][3].step(st)
             if not done or self.cur == len(self.parts) - 1:
                 return v, w, done, lost
             self.cur += 1
-            log.debug("drive: walk index %d, %s from here", self.parts[self.cur][1], self.parts[self.cur][0])
-            self.parts[self.cur][3].reset(0)
+            mode, lo, hi, f = self.parts[self.cur]
+            log.debug("drive: walk index %d, %s from here", lo, mode)
+            f.reset(0)
+            if mode == "vnm":
+                d = self.xy[min(lo + 3, hi)] - self.xy[lo]
+                self.align = math.atan2(d[1], d[0])
 
 
 def drive_walk(world: World, walk_true_xy, *, mode: str, walk_gps_xy=None, vnm=None, node_images=None,
@@ -296,7 +308,7 @@ def drive_walk(world: World, walk_true_xy, *, mode: str, walk_gps_xy=None, vnm=N
                 return _GpsFollower(gxy[lo:hi + 1], plant, params, seed + lo, final=final)
 
             if stretches != [("vnm", 0, truth.shape[0] - 1)]:
-                ctrl = _StretchFollower(stretches, make)
+                ctrl = _StretchFollower(stretches, make, gxy, params)
     try:
         _loop(res, plant, ctrl, truth, params)
     finally:

@@ -58,7 +58,8 @@ def test_vnm_loop_runs_within_limits_and_stops(tmp_path, vnm_export):
 
     report, after, nav = asyncio.run(main_())
     assert report.outcome == "stuck" and len(report.trace) >= 4
-    for _, idx, sub, d, v, omega in report.trace:
+    for _, idx, sub, d, v, omega, driver in report.trace:
+        assert driver == 0.0  # no positions or headings given: all VNM
         assert 0 <= idx < 6 and idx <= sub <= idx + 1
         assert 0.0 <= v <= nav.max_v_mps + 1e-9 and abs(omega) <= 4.0 + 1e-9
     assert abs(after.v_mps) < 0.05

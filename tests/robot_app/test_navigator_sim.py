@@ -48,3 +48,31 @@ def test_gps_navigator_drives_the_simulated_robot_along_a_walk(tmp_path):
     assert abs(after.v_mps) < 0.05  # stopped after the run
     xs = np.array([t[1] for t in report.trace])
     assert xs.size > 10 and report.final_index >= 3
+
+
+def test_gps_navigator_drives_a_walk_that_ends_near_its_start(tmp_path):
+    """Out 6 m and back: the last node is within the goal radius of the start, yet the walk is driven."""
+    walk_enu = np.array([(0.0, 0.0), (2.0, 0.0), (4.0, 0.0), (6.0, 0.0), (6.0, 1.5), (4.0, 1.5), (2.0, 1.5),
+                         (0.5, 1.5)])
+    lat, lon = enu_to_latlon(walk_enu, anchor=ORIGIN)
+
+    async def main():
+        async with SimulatedDevices(tmp_path, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
+            base = Config()
+            cfg = dataclasses.replace(base, serial=dataclasses.replace(base.serial, base_port=str(sim.ports["jackal"])),
+                                      paths=dataclasses.replace(base.paths, models_dir=str(tmp_path / "none")),
+                                      ui=dataclasses.replace(base.ui, port=0))
+            app = App(cfg)
+            task = asyncio.ensure_future(app.run())
+            try:
+                await app.base.wait_connected(10.0)
+                nav = GpsNavigator(app, max_v_mps=1.5, lookahead_m=1.5, goal_radius_m=2.0, timeout_s=40.0)
+                return await nav.follow(lat, lon)
+            finally:
+                app.request_stop()
+                await asyncio.wait_for(task, 10.0)
+
+    report = asyncio.run(main())
+    assert report.outcome == "reached", report
+    xs = np.array([t[1] for t in report.trace])
+    assert xs.max() - xs.min() > 4.0 and report.final_index >= len(walk_enu) - 3
