@@ -68,10 +68,18 @@ class PoseEstimator:
             else:
                 self.yaw_rad = wrap_angle(self.yaw_rad + self.course_gain * wrap_angle(course_yaw - self.yaw_rad))
 
-    def on_gyro(self, yaw_rate_radps: float | None, t_mono_s: float) -> None:
+    def on_gyro(self, yaw_rate_radps: float | None, t_mono_s: float, *, max_gap_s: float = 1.0) -> None:
+        """Integrate the yaw rate since the last call. After a gap longer than ``max_gap_s`` (nobody
+        sensed, or no IMU reading) one rate sample says nothing about the turn in between: the heading
+        becomes unknown until the GPS course gives it again."""
         if yaw_rate_radps is not None and self._gyro_t is not None:
-            self.yaw_rad = wrap_angle(self.yaw_rad + yaw_rate_radps * max(0.0, t_mono_s - self._gyro_t))
-        self._gyro_t = t_mono_s
+            dt = max(0.0, t_mono_s - self._gyro_t)
+            if dt > max_gap_s:
+                self.yaw_known = False
+            else:
+                self.yaw_rad = wrap_angle(self.yaw_rad + yaw_rate_radps * dt)
+        if yaw_rate_radps is not None:
+            self._gyro_t = t_mono_s
 
 
 @dataclass

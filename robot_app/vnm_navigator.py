@@ -264,7 +264,9 @@ class VnmNavigator:
         self.timeout_s = timeout_s
         self.gps_where_facing_away = bool(getattr(nav, "gps_where_facing_away", True))
         self.min_vnm_nodes = int(getattr(nav, "min_vnm_nodes", 3))
+        self.gps_goal_check_m = float(getattr(nav, "gps_goal_check_m", 3.0))
         self.stretches: list[tuple[str, int, int]] = []
+        self._walk_xy = None
         self._trace: list = []
         self._gps_live = None  # (lo, hi, began_s) while a GPS stretch runs
 
@@ -289,21 +291,30 @@ class VnmNavigator:
 
     def plan_stretches(self, n_nodes: int, walk_latlon=None, node_heading_rad=None) -> list[tuple[str, int, int]]:
         """The walk's VNM and GPS stretches (:func:`walk_stretches`); one VNM stretch when the rule is off,
-        there is no GPS navigator, or positions / headings are missing or do not match the walk."""
+        there is no GPS navigator, or positions / headings are missing or do not match the walk. Keeps the
+        walk's positions (UTM m) for the turns between stretches and the GPS goal check."""
         whole = [("vnm", 0, n_nodes - 1)]
-        if not self.gps_where_facing_away or self.gps_navigator is None or walk_latlon is None or node_heading_rad is None:
+        self._walk_xy = None
+        if self.gps_navigator is None or walk_latlon is None:
             return whole
         lat, lon = (np.asarray(a, dtype=np.float64).reshape(-1) for a in walk_latlon)
-        heading = np.asarray(node_heading_rad, dtype=np.float64).reshape(-1)
-        if not lat.shape[0] == lon.shape[0] == heading.shape[0] == n_nodes:
-            log.warning("VNM walk: %d node images but %d positions and %d headings; the whole walk goes to the VNM",
-                        n_nodes, lat.shape[0], heading.shape[0])
+        if not lat.shape[0] == lon.shape[0] == n_nodes:
+            log.warning("VNM walk: %d node images but %d positions; the whole walk goes to the VNM, no GPS checks",
+                        n_nodes, lat.shape[0])
             return whole
         try:
             self._walk_xy = xy = self.gps_navigator.estimator.to_xy(lat, lon)
+            if not self.gps_where_facing_away or node_heading_rad is None:
+                return whole
+            heading = np.asarray(node_heading_rad, dtype=np.float64).reshape(-1)
+            if heading.shape[0] != n_nodes:
+                log.warning("VNM walk: %d node images but %d headings; the whole walk goes to the VNM", n_nodes,
+                            heading.shape[0])
+                return whole
             return walk_stretches(faces_travel(xy, heading), min_vnm_nodes=self.min_vnm_nodes)
         except ValueError as exc:  # a position utm cannot convert: drive it all with the VNM, say why
-            log.warning("VNM walk: %s; the whole walk goes to the VNM", exc)
+            log.warning("VNM walk: %s; the whole walk goes to the VNM, no GPS checks", exc)
+            self._walk_xy = None
             return whole
 
     async def follow(self, node_jpegs: list[bytes], walk_latlon=None, node_heading_rad=None) -> RunReport:
@@ -334,8 +345,29 @@ class VnmNavigator:
                 report = await self._follow_gps(walk_latlon, lo, hi, final=i == len(stretches) - 1, t0=t0)
             if report.outcome != "reached":
                 break
+        else:
+            if stretches[-1][0] == "vnm" and self._walk_xy is not None:
+                report = await self._goal_check(walk_latlon, report, t0)
         return RunReport(report.outcome, report.final_index, report.distance_to_goal_m, time.monotonic() - t0,
                          self._trace)
+
+    async def _goal_check(self, walk_latlon, report: RunReport, t0: float) -> RunReport:
+        """The VNM reported the goal: with the GPS fix more than ``gps_goal_check_m`` from the last node,
+        the GPS navigator drives from the walk node nearest the fix (among the last 10) to the end (the
+        sim VNM, for one, localises on the last node several metres early)."""
+        gps = self.gps_navigator
+        if not self.gps_goal_check_m > 0 or not gps.sense():
+            return report
+        xy, est = self._walk_xy, gps.estimator
+        off = float(np.hypot(xy[-1, 0] - est.x_m, xy[-1, 1] - est.y_m))
+        if not off > self.gps_goal_check_m:
+            return report
+        k = xy.shape[0]
+        tail = np.arange(max(0, k - 10), k)
+        j = min(int(tail[np.argmin(np.hypot(xy[tail, 0] - est.x_m, xy[tail, 1] - est.y_m))]), k - 2)
+        log.info("VNM walk: the VNM reached the goal %.1f m from it by GPS; GPS drives from walk index %d", off, j)
+        self.stretches = self.stretches + [("gps", j, k - 1)]
+        return await self._follow_gps(walk_latlon, j, k - 1, final=True, t0=t0)
 
     async def _align(self, yaw_rad: float, *, tolerance_rad: float = math.radians(20.0), timeout_s: float = 20.0) -> None:
         """Turn in place until the pose estimate's heading is within ``tolerance_rad`` of ``yaw_rad`` (CCW
@@ -388,6 +420,8 @@ class VnmNavigator:
         try:
             while True:
                 now = time.monotonic()
+                if self.gps_navigator is not None:  # keep its pose estimate current for the GPS stretches
+                    self.gps_navigator.sense()
                 if now - t_start > self.timeout_s:
                     outcome = "stuck"
                     break

@@ -71,6 +71,7 @@ class DriveParams:
     # as [vnm_nav]: stretches whose node images face away from the walk's direction are driven by GPS
     gps_where_facing_away: bool = True
     min_vnm_nodes: int = 3
+    gps_goal_check_m: float = 3.0  # as [vnm_nav]: the VNM's "reached" with the GPS fix farther than this -> GPS ends it
     time_limit_s: float | None = None  # None: 2 x the walk's length at max_v_mps + 60 s
 
 
@@ -200,11 +201,12 @@ class _StretchFollower:
     (a :class:`_VnmFollower` on the stretch's node images or a :class:`_GpsFollower` on its map
     positions), run in walk order; a stretch that ends hands over to the next one at their shared node."""
 
-    def __init__(self, stretches, make, walk_xy: np.ndarray, p: DriveParams):
+    def __init__(self, stretches, make, walk_xy: np.ndarray, p: DriveParams, gps=None):
+        self.make = make
         self.parts = [(mode, lo, hi, make(mode, lo, hi, i == len(stretches) - 1)) for i, (mode, lo, hi) in
                       enumerate(stretches)]
         self.cur = 0
-        self.xy, self.p = walk_xy, p
+        self.xy, self.p, self.gps = walk_xy, p, gps
         self.align = None  # yaw (rad) to turn to in place before the current VNM stretch starts
 
     @property
@@ -228,6 +230,8 @@ class _StretchFollower:
                     return 0.0, math.copysign(min(self.p.max_omega_radps, max(0.4, 1.5 * abs(err))), err), False, False
                 self.align = None
             v, w, done, lost = self.parts[self.cur][3].step(st)
+            if done and self.cur == len(self.parts) - 1 and self.parts[self.cur][0] == "vnm":
+                self._goal_check()  # may add a last GPS stretch
             if not done or self.cur == len(self.parts) - 1:
                 return v, w, done, lost
             self.cur += 1
@@ -237,6 +241,23 @@ class _StretchFollower:
             if mode == "vnm":
                 d = self.xy[min(lo + 3, hi)] - self.xy[lo]
                 self.align = math.atan2(d[1], d[0])
+
+    def _goal_check(self) -> None:
+        """The navigator's GPS check of the VNM's "reached" (``gps_goal_check_m``): with the fix farther
+        than that from the last node, a GPS stretch from the walk node nearest the fix (among the last 10)
+        drives to the end."""
+        if self.gps is None or not self.p.gps_goal_check_m > 0:
+            return
+        g = self.gps.state()
+        k = self.xy.shape[0]
+        if math.hypot(g.x_m - self.xy[-1, 0], g.y_m - self.xy[-1, 1]) <= self.p.gps_goal_check_m:
+            return
+        tail = np.arange(max(0, k - 10), k)
+        j = int(tail[np.argmin(np.hypot(self.xy[tail, 0] - g.x_m, self.xy[tail, 1] - g.y_m))])
+        j = min(j, k - 2)
+        log.debug("drive: the VNM ended %.1f m from the last node by GPS; GPS drives from walk index %d",
+                  math.hypot(g.x_m - self.xy[-1, 0], g.y_m - self.xy[-1, 1]), j)
+        self.parts.append(("gps", j, k - 1, self.make("gps", j, k - 1, True)))
 
 
 def drive_walk(world: World, walk_true_xy, *, mode: str, walk_gps_xy=None, vnm=None, node_images=None,
@@ -307,8 +328,8 @@ def drive_walk(world: World, walk_true_xy, *, mode: str, walk_gps_xy=None, vnm=N
                     return _VnmFollower(vnm, goals[lo:hi + 1], renderer, params)
                 return _GpsFollower(gxy[lo:hi + 1], plant, params, seed + lo, final=final)
 
-            if stretches != [("vnm", 0, truth.shape[0] - 1)]:
-                ctrl = _StretchFollower(stretches, make, gxy, params)
+            ctrl = _StretchFollower(stretches, make, gxy, params,
+                                    gps=GpsView(plant, noise_m=params.gps_noise_m, seed=seed + 7919))
     try:
         _loop(res, plant, ctrl, truth, params)
     finally:

@@ -76,3 +76,16 @@ def test_gps_navigator_drives_a_walk_that_ends_near_its_start(tmp_path):
     assert report.outcome == "reached", report
     xs = np.array([t[1] for t in report.trace])
     assert xs.max() - xs.min() > 4.0 and report.final_index >= len(walk_enu) - 3
+
+
+def test_pose_estimator_integrates_the_gyro_and_forgets_the_heading_after_a_gap():
+    from robot_app.navigator import PoseEstimator
+
+    est = PoseEstimator()
+    est.yaw_rad, est.yaw_known = 0.0, True
+    est.on_gyro(0.5, 10.0)
+    for k in range(1, 11):  # 1 s at 0.5 rad/s in 0.1 s steps
+        est.on_gyro(0.5, 10.0 + 0.1 * k)
+    assert abs(est.yaw_rad - 0.5) < 1e-9 and est.yaw_known
+    est.on_gyro(0.5, 15.0)  # 4 s without a reading: the turn in between is unknown
+    assert not est.yaw_known and abs(est.yaw_rad - 0.5) < 1e-9

@@ -208,6 +208,28 @@ def test_vnm_drive_takes_gps_where_the_node_images_face_away_from_the_walk():
     assert off.gps_m == 0.0
 
 
+def test_vnm_drive_gps_goal_check_drives_the_rest_when_the_vnm_stops_short():
+    """GNM's end rule (1 confirm step) stops the sim VNM a few metres before the end of a 55 m stretch;
+    with the GPS goal check the GPS navigator drives the rest."""
+    pytest.importorskip("pybullet")
+    from models.vnm import open_vnm
+    from robot_app.sim.vnm_follow import route_nodes
+
+    shipped = Path(__file__).resolve().parents[2] / "robot_app" / "data" / "models" / "sim"
+    world = load_world("campus")
+    images, poses = route_nodes(world, np.array([[0.0, -85.0], [0.0, -30.0]]), spacing_m=1.0, seed=11)
+    vnm = open_vnm(shipped)
+
+    def drive(check_m):
+        return drive_walk(world, poses[:, :2], mode="vnm", vnm=vnm, node_images=list(images), walk_gps_xy=poses[:, :2],
+                          node_heading_rad=poses[:, 2], camera={"width": 160, "height": 120, "hfov_deg": 90.0},
+                          params=DriveParams(goal_confirm_steps=1, gps_goal_check_m=check_m, gps_noise_m=0.0), seed=1)
+
+    short, checked = drive(0.0), drive(1.0)
+    assert short.gps_m == 0.0 and short.final_error_m > 1.5  # the premise: the VNM alone stops short
+    assert checked.gps_m > 1.0 and checked.final_error_m < 1.0 and checked.total_disengagements == 0
+
+
 # --- end to end ----------------------------------------------------------------------------------------
 def _models_dir(tmp_path_factory) -> Path:
     """The shipped sim models when present, else tiny random exports (torch, the `export` extra)."""

@@ -160,7 +160,8 @@ def test_vnm_navigator_hands_stretches_facing_away_to_gps(tmp_path):
             set_active_plant(plant)
             base = app_config(tmp_path, str(sim.ports["jackal"]))
             cfg = dataclasses.replace(base, paths=dataclasses.replace(base.paths, models_dir=str(models)),
-                                      camera=dataclasses.replace(base.camera, width=160, height=120, fps=8.0))
+                                      camera=dataclasses.replace(base.camera, width=160, height=120, fps=8.0),
+                                      vnm_nav=dataclasses.replace(base.vnm_nav, gps_goal_check_m=1.5))
             app = App(cfg)
             task = asyncio.ensure_future(app.run())
             try:
@@ -179,16 +180,17 @@ def test_vnm_navigator_hands_stretches_facing_away_to_gps(tmp_path):
     report, nav = asyncio.run(main())
     n = len(walk)
     kinds = [m for m, _lo, _hi in nav.stretches]
-    assert kinds == ["vnm", "gps", "vnm"] and nav.stretches[0][1] == 0 and nav.stretches[-1][2] == n - 1
+    assert kinds[:3] == ["vnm", "gps", "vnm"] and nav.stretches[0][1] == 0 and nav.stretches[2][2] == n - 1
+    assert kinds[3:] in ([], ["gps"])  # + the goal check's GPS stretch when the VNM stopped short
     assert 6 <= nav.stretches[1][1] <= 9 and 11 <= nav.stretches[1][2] <= 14  # the way back, +- the smoothing
     assert report.outcome == "reached", report
     st = plant.state()
-    # within eval sim's goal radius (the sim VNM localises on the last node a little early)
-    assert math.hypot(st.x_m - poses[walk[-1], 0], st.y_m - poses[walk[-1], 1]) < 3.0 and plant.collisions == []
+    # the sim VNM localises on the last node a little early; the GPS goal check (1.5 m here) drives the rest
+    assert math.hypot(st.x_m - poses[walk[-1], 0], st.y_m - poses[walk[-1], 1]) < 1.6 and plant.collisions == []
     drivers = [int(row[6]) for row in report.trace]  # 0 VNM, 1 GPS
-    assert [d for i, d in enumerate(drivers) if i == 0 or d != drivers[i - 1]] == [0, 1, 0]
+    assert [d for i, d in enumerate(drivers) if i == 0 or d != drivers[i - 1]] == [0, 1, 0, 1][:len(kinds)]
     part = np.cumsum([1] + [int(a != b) for a, b in zip(drivers, drivers[1:])]) - 1  # stretch of each row
     for row, k in zip(report.trace, part):  # indices of the whole walk, each inside its own stretch
         _mode, lo, hi = nav.stretches[k]
         assert lo <= row[1] <= hi and lo <= row[2] <= hi
-    assert report.final_index == n - 1
+    assert n - 3 <= report.final_index <= n - 1  # the GPS localiser lags a node or two at the end
