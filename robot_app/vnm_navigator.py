@@ -17,7 +17,9 @@ Stretches walked against the direction they were recorded in: a VNM drives towar
 ahead of it, so where the walk's node images face away from the way the walk goes
 (:func:`core.control.faces_travel` on the map's node positions and headings) the navigator drives that
 stretch with the GPS navigator (LM-Nav's GPS controller) and hands back to the VNM on the first node of
-the next stretch that faces the travel (:func:`walk_stretches`; ``[vnm_nav] gps_where_facing_away``).
+the next stretch that faces the travel (:func:`walk_stretches`; ``[vnm_nav] gps_where_facing_away``),
+where the robot first turns in place to the stretch's direction. When the VNM reports the goal but the
+GPS fix is more than ``[vnm_nav] gps_goal_check_m`` from the last node, the GPS navigator drives the rest.
 
 The localisation and subgoal rules live in :class:`WalkTracker` (pure numpy, no I/O), which the
 simulated drivers (:mod:`robot_app.sim.vnm_follow`, :mod:`robot_app.sim.eval_drive`) step too, so the
