@@ -63,6 +63,11 @@ class BuildReport:
         return dict(self.__dict__)
 
 
+# how node headings are made (core.graph_build.track_headings); maps without it have headings from
+# consecutive fixes, too noisy for the VNM navigator's GPS stretches (robot_app.mission ignores them)
+HEADINGS_METHOD = "gps-track-3"
+
+
 def _utm_xy(lat: np.ndarray, lon: np.ndarray, zone: tuple[int, str] | None):
     import utm
 
@@ -319,6 +324,7 @@ def build_map(log_dirs: Sequence[str | Path], out: str | Path, *, config, models
                       "reduction_tolerance": mc.reduction_tolerance, "frame_rate_hz": frame_rate,
                       "gps_floor": mc.gps_floor, "gps_floor_tolerance_m": mc.gps_floor_tolerance_m,
                       "nominal_speed_mps": mc.nominal_speed_mps,
+                      "node_headings": HEADINGS_METHOD,
                       "distance_source": report.distance_source,
                       "models": {"vnm": getattr(vnm, "model_id", None), "clip": report.clip_model}}}
     with MapWriter.create(out, metadata=meta, overwrite=overwrite) as writer:

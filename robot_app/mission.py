@@ -165,7 +165,7 @@ class MissionExecutive:
             walk = planned.result.nodes
             self.app.safety.set_geofence(m.nodes.lat_deg, m.nodes.lon_deg)
             self._walk_latlon = (m.nodes.lat_deg[walk].copy(), m.nodes.lon_deg[walk].copy())
-            self._walk_heading = m.nodes.heading_rad[walk].copy()
+            self._walk_heading = self._headings(m, walk)
             self._walk_jpegs = [(m.images(int(v)) or [None])[0] for v in walk]
         if out["status"] != "ok":
             raise MissionError("no walk from the start reaches all landmarks in order")
@@ -249,6 +249,20 @@ class MissionExecutive:
         finally:
             self._record_run(nav, self.disengagements - disengaged_before)
 
+    @staticmethod
+    def _headings(m, walk):
+        """The map's node headings along ``walk``, or None for a map built before they came from the
+        smoothed GPS track (robot_app.map_build.HEADINGS_METHOD): those are too noisy to tell which
+        stretches run against the recorded direction, so the VNM then drives the whole walk."""
+        from robot_app.map_build import HEADINGS_METHOD
+
+        if (m.metadata.get("build") or {}).get("node_headings") != HEADINGS_METHOD:
+            log.warning("map: node headings from consecutive GPS fixes (built before %s headings); the VNM drives "
+                        "whole walks, stretches against the recorded direction included: rebuild the map "
+                        "(robot-app map build) to drive those by GPS", HEADINGS_METHOD)
+            return None
+        return m.nodes.heading_rad[np.asarray(walk)].copy()
+
     def _vnm_args(self) -> tuple:
         """VnmNavigator.follow's arguments for the current walk: node images, positions and headings."""
         return self._walk_jpegs, self._walk_latlon, self._walk_heading
@@ -269,7 +283,7 @@ class MissionExecutive:
             if not r.ok:
                 raise MissionError("the remaining landmarks cannot be reached from here")
             self._walk_latlon = (m.nodes.lat_deg[r.nodes].copy(), m.nodes.lon_deg[r.nodes].copy())
-            self._walk_heading = m.nodes.heading_rad[r.nodes].copy()
+            self._walk_heading = self._headings(m, r.nodes)
             self._walk_jpegs = [(m.images(int(v)) or [None])[0] for v in r.nodes]
             self.progress["replanned_walk"] = r.nodes.tolist()
         return self._walk_latlon
@@ -341,10 +355,13 @@ class MissionExecutive:
         if self.state != "running" or not trace or self.plan is None:
             return {}
         row = trace[-1]
-        idx = int(row[4]) if self.progress.get("mode") == "gps" else int(row[1])
+        gps_mode = self.progress.get("mode") == "gps"
+        idx = int(row[4]) if gps_mode else int(row[1])
         walk = self.progress.get("replanned_walk") or self.plan["nodes"]
         idx = min(idx, len(walk) - 1)
-        return {"walk_index": idx, "subgoal_node": int(walk[min(idx + 1, len(walk) - 1)])}
+        # who drives this stretch: the VNM navigator hands stretches that face away from the walk to GPS
+        driver = "gps" if gps_mode or (len(row) > 6 and row[6] == 1.0) else "vnm"
+        return {"walk_index": idx, "subgoal_node": int(walk[min(idx + 1, len(walk) - 1)]), "driver": driver}
 
     def status(self) -> dict:
         progress = {k: v for k, v in self.progress.items() if k != "started_mono_s"}

@@ -81,6 +81,11 @@ class PoseEstimator:
         if yaw_rate_radps is not None:
             self._gyro_t = t_mono_s
 
+    @property
+    def gyro_t_mono_s(self) -> float:
+        """Monotonic time of the last integrated gyro reading (-inf: none yet)."""
+        return -math.inf if self._gyro_t is None else self._gyro_t
+
 
 @dataclass
 class RunReport:
@@ -156,9 +161,11 @@ class GpsNavigator:
         goal_radius = self.goal_radius_m if goal_radius_m is None else float(goal_radius_m)
         walk = self.estimator.to_xy(walk_lat_deg, walk_lon_deg)
         loc = WindowLocaliser(walk, window=4, hysteresis_m=0.3, max_distance_m=15.0)
-        length = float(np.hypot(*np.diff(walk, axis=0).T).sum()) if walk.shape[0] > 1 else 0.0
-        travelled, last_xy = 0.0, np.full(2, np.nan)
+        arc = np.concatenate([[0.0], np.cumsum(np.hypot(*np.diff(walk, axis=0).T))]) if walk.shape[0] > 1 \
+            else np.zeros(1)
+        progress = 0.0  # metres along the walk, only forward (a walk may fold back over itself)
         t0 = time.monotonic()
+        last_fix_ok = t0
         best_goal_d, best_t = math.inf, t0
         self.trace = trace = []  # kept on the navigator so a cancelled run still has it
         outcome = "cancelled"
@@ -167,19 +174,18 @@ class GpsNavigator:
                 now = time.monotonic()
                 if not self.sense():
                     self._command(0.0, 0.0)
-                    if now - t0 > 5.0:
+                    if now - last_fix_ok > 5.0:  # 5 s without a fresh fix
                         outcome = "gps-lost"
                         break
                     await asyncio.sleep(self.period_s)
                     continue
+                last_fix_ok = now
                 est = self.estimator
                 goal_d = float(np.hypot(*(walk[-1] - (est.x_m, est.y_m))))
-                if np.isfinite(last_xy).all():
-                    travelled += float(np.hypot(est.x_m - last_xy[0], est.y_m - last_xy[1]))
-                last_xy = np.array([est.x_m, est.y_m])
-                # within the radius of the last node, and localised on the walk's last nodes or most of the
-                # walk's length driven: a walk that comes back near its start is not over before it is driven
-                if goal_d <= goal_radius and (loc.index >= walk.shape[0] - 3 or travelled >= 0.8 * length - goal_radius):
+                progress = _advance(walk, arc, progress, est.x_m, est.y_m, span_m=2.0 * self.lookahead_m + 2.0)
+                # within the radius of the last node, and localised on the walk's last nodes or progressed to
+                # its end: a walk that comes back near its start is not over before it is driven
+                if goal_d <= goal_radius and (loc.index >= walk.shape[0] - 3 or arc[-1] - progress <= goal_radius + 1.0):
                     outcome = "reached"
                     break
                 if goal_d < best_goal_d - 0.2:
@@ -216,3 +222,14 @@ class GpsNavigator:
             if np.hypot(*(walk[j] - pos)) >= self.lookahead_m:
                 return float(walk[j, 0]), float(walk[j, 1])
         return float(walk[-1, 0]), float(walk[-1, 1])
+
+
+def _advance(walk: np.ndarray, arc: np.ndarray, progress: float, x_m: float, y_m: float, *, span_m: float) -> float:
+    """Progress (m along the walk polyline ``walk`` (K, 2), cumulative lengths ``arc`` (K,)) of the point on
+    the walk nearest (x, y) within ``[progress, progress + span_m]``: it only moves forward, so a walk that
+    folds back over itself is followed in order."""
+    if walk.shape[0] < 2:
+        return 0.0
+    s = np.linspace(progress, min(progress + span_m, arc[-1]), 40)
+    px, py = np.interp(s, arc, walk[:, 0]), np.interp(s, arc, walk[:, 1])
+    return max(progress, float(s[int(np.argmin(np.hypot(px - x_m, py - y_m)))]))

@@ -330,28 +330,51 @@ class VnmNavigator:
         driver: 0 VNM / 1 GPS).
         """
         vnm = self.vnm
-        goals = await asyncio.to_thread(lambda: vnm.preprocess_many([_rgb(j) for j in node_jpegs]))
+        self._trace, self._gps_live = [], None  # kept on the navigator so a cancelled run still has it
         self.stretches = stretches = self.plan_stretches(len(node_jpegs), walk_latlon, node_heading_rad)
+        heading = None if node_heading_rad is None else np.asarray(node_heading_rad, dtype=np.float64).reshape(-1)
+        goals = await asyncio.to_thread(lambda: vnm.preprocess_many([_rgb(j) for j in node_jpegs]))
         if len(stretches) > 1 or stretches[0][0] != "vnm":
             log.info("VNM walk: stretches %s (gps where the node images face away)", stretches)
-        self._trace = []  # kept on the navigator so a cancelled run still has it
         t0 = time.monotonic()
         report = RunReport("cancelled", 0, float("inf"), 0.0, self._trace)
-        for i, (mode, lo, hi) in enumerate(stretches):
-            if mode == "vnm":
-                if i > 0:  # after a GPS stretch: face the stretch's images first (the walk may turn back here)
-                    d = self._walk_xy[min(lo + 3, hi)] - self._walk_xy[lo]
-                    await self._align(float(np.arctan2(d[1], d[0])))
-                report = await self._follow_vnm(goals[lo:hi + 1], lo, t0)
+        # the GPS navigator's pose estimate (gyro integration above all) stays current through VNM stretches
+        sensing = asyncio.ensure_future(self._sense_loop()) if self._walk_xy is not None else None
+        try:
+            for i, (mode, lo, hi) in enumerate(stretches):
+                if mode == "vnm":
+                    if i > 0:  # after a GPS stretch: face the stretch's images first (the walk may turn back here)
+                        yaw = self._stretch_yaw(lo, hi, heading)
+                        if yaw is not None:
+                            await self._align(yaw)
+                    report = await self._follow_vnm(goals[lo:hi + 1], lo, t0)
+                else:
+                    report = await self._follow_gps(walk_latlon, lo, hi, final=i == len(stretches) - 1, t0=t0)
+                if report.outcome != "reached":
+                    break
             else:
-                report = await self._follow_gps(walk_latlon, lo, hi, final=i == len(stretches) - 1, t0=t0)
-            if report.outcome != "reached":
-                break
-        else:
-            if stretches[-1][0] == "vnm" and self._walk_xy is not None:
-                report = await self._goal_check(walk_latlon, report, t0)
+                if stretches[-1][0] == "vnm" and self._walk_xy is not None:
+                    report = await self._goal_check(walk_latlon, report, t0)
+        finally:
+            if sensing is not None:
+                sensing.cancel()
+                await asyncio.gather(sensing, return_exceptions=True)
         return RunReport(report.outcome, report.final_index, report.distance_to_goal_m, time.monotonic() - t0,
                          self._trace)
+
+    async def _sense_loop(self) -> None:
+        gps = self.gps_navigator
+        while True:
+            gps.sense()
+            await asyncio.sleep(gps.period_s)
+
+    def _stretch_yaw(self, lo: int, hi: int, heading) -> float | None:
+        """The way to face before the VNM stretch lo..hi: its first node's recorded heading (the way its
+        image looks), else the direction of the stretch's first metres, else None (no turn)."""
+        if heading is not None and heading.shape[0] > lo and np.isfinite(heading[lo]):
+            return float(heading[lo])
+        d = self._walk_xy[min(lo + 3, hi)] - self._walk_xy[lo]
+        return float(np.arctan2(d[1], d[0])) if np.hypot(d[0], d[1]) >= 0.3 else None
 
     async def _goal_check(self, walk_latlon, report: RunReport, t0: float) -> RunReport:
         """The VNM reported the goal: with the GPS fix more than ``gps_goal_check_m`` from the last node,
@@ -365,36 +388,48 @@ class VnmNavigator:
         if not off > self.gps_goal_check_m:
             return report
         k = xy.shape[0]
+        if k < 2:  # a walk of one node: nothing to drive along
+            return report
         tail = np.arange(max(0, k - 10), k)
         j = min(int(tail[np.argmin(np.hypot(xy[tail, 0] - est.x_m, xy[tail, 1] - est.y_m))]), k - 2)
         log.info("VNM walk: the VNM reached the goal %.1f m from it by GPS; GPS drives from walk index %d", off, j)
         self.stretches = self.stretches + [("gps", j, k - 1)]
         return await self._follow_gps(walk_latlon, j, k - 1, final=True, t0=t0)
 
-    async def _align(self, yaw_rad: float, *, tolerance_rad: float = math.radians(20.0), timeout_s: float = 20.0) -> None:
+    async def _align(self, yaw_rad: float, *, tolerance_rad: float = math.radians(20.0)) -> None:
         """Turn in place until the pose estimate's heading is within ``tolerance_rad`` of ``yaw_rad`` (CCW
-        from east), with the GPS navigator's pose (gyro, GPS course or the fused estimate); gives up
-        without a known heading or after ``timeout_s`` (the VNM stretch then starts as it is)."""
+        from east), with the GPS navigator's pose while it follows the turn (the fused estimate, or a gyro
+        reading integrated within the last 0.3 s: the GPS course says nothing while turning on the spot);
+        gives up without such a heading, or after |error| / 0.4 rad/s + 3 s (the VNM stretch then starts
+        as the robot stands)."""
         gps = self.gps_navigator
         max_omega = self.app.config.robot.max_omega_radps
-        t_end = time.monotonic() + timeout_s
+        t_end = None
         try:
-            while time.monotonic() < t_end:
-                if not gps.sense() or not gps.estimator.yaw_known:
-                    log.info("VNM walk: no heading to turn onto the next VNM stretch; it starts as the robot stands")
+            while True:
+                fresh = gps.sense()
+                now = time.monotonic()
+                live = gps.pose_source == "estimator" or now - gps.estimator.gyro_t_mono_s <= 0.3
+                if not fresh or not gps.estimator.yaw_known or not live:
+                    log.info("VNM walk: no live heading to turn onto the next VNM stretch; it starts as the robot "
+                             "stands")
                     return
+                if t_end is None:
+                    t_end = now + abs(wrap_angle(yaw_rad - gps.estimator.yaw_rad)) / 0.4 + 3.0
+                if now > t_end:
+                    break
                 err = wrap_angle(yaw_rad - gps.estimator.yaw_rad)
                 if abs(err) <= tolerance_rad:
                     return
                 self._command(0.0, math.copysign(min(max_omega, max(0.4, 1.5 * abs(err))), err))
                 await asyncio.sleep(gps.period_s)
-            log.warning("VNM walk: could not turn onto the next VNM stretch within %.0f s", timeout_s)
+            log.warning("VNM walk: could not turn onto the next VNM stretch in time; it starts as the robot stands")
         finally:
             self._command(0.0, 0.0)
 
     async def _follow_gps(self, walk_latlon, lo: int, hi: int, *, final: bool, t0: float) -> RunReport:
-        """One stretch with the GPS navigator; it ends within ``lookahead_m`` of the stretch's last node
-        when the VNM takes over there (the walk's own goal radius on the last stretch)."""
+        """One stretch with the GPS navigator; it ends within max(``goal_radius_m``, ``lookahead_m``) of the
+        stretch's last node when the VNM takes over there (the walk's own goal radius on the last stretch)."""
         gps = self.gps_navigator
         lat, lon = (np.asarray(a, dtype=np.float64).reshape(-1)[lo:hi + 1] for a in walk_latlon)
         radius = None if final else max(gps.goal_radius_m, gps.lookahead_m)
@@ -422,8 +457,6 @@ class VnmNavigator:
         try:
             while True:
                 now = time.monotonic()
-                if self.gps_navigator is not None:  # keep its pose estimate current for the GPS stretches
-                    self.gps_navigator.sense()
                 if now - t_start > self.timeout_s:
                     outcome = "stuck"
                     break

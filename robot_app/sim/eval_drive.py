@@ -146,7 +146,8 @@ class _GpsFollower:
         cand = np.stack([np.interp(win, self.s, self.xy[:, 0]), np.interp(win, self.s, self.xy[:, 1])], 1)
         self.progress = float(win[np.argmin(np.hypot(cand[:, 0] - g.x_m, cand[:, 1] - g.y_m))])
         end = self.xy[-1]
-        if not self.final and self.s[-1] - self.progress < 1.0:  # hand over to the next stretch's driver
+        if (not self.final and self.s[-1] - self.progress <= self.p.lookahead_m + 1.0
+                and math.hypot(g.x_m - end[0], g.y_m - end[1]) <= self.p.lookahead_m):  # hand over to the next stretch
             return 0.0, 0.0, True, False
         if self.s[-1] - self.progress < 0.5 and math.hypot(g.x_m - end[0], g.y_m - end[1]) < 1.0:
             return 0.0, 0.0, True, False
@@ -201,12 +202,12 @@ class _StretchFollower:
     (a :class:`_VnmFollower` on the stretch's node images or a :class:`_GpsFollower` on its map
     positions), run in walk order; a stretch that ends hands over to the next one at their shared node."""
 
-    def __init__(self, stretches, make, walk_xy: np.ndarray, p: DriveParams, gps=None):
+    def __init__(self, stretches, make, walk_xy: np.ndarray, p: DriveParams, gps=None, heading=None):
         self.make = make
         self.parts = [(mode, lo, hi, make(mode, lo, hi, i == len(stretches) - 1)) for i, (mode, lo, hi) in
                       enumerate(stretches)]
         self.cur = 0
-        self.xy, self.p, self.gps = walk_xy, p, gps
+        self.xy, self.p, self.gps, self.heading = walk_xy, p, gps, heading
         self.align = None  # yaw (rad) to turn to in place before the current VNM stretch starts
 
     @property
@@ -238,9 +239,12 @@ class _StretchFollower:
             mode, lo, hi, f = self.parts[self.cur]
             log.debug("drive: walk index %d, %s from here", lo, mode)
             f.reset(0)
-            if mode == "vnm":
+            if mode == "vnm":  # the navigator's rule: the first node's heading, else the stretch's direction
                 d = self.xy[min(lo + 3, hi)] - self.xy[lo]
-                self.align = math.atan2(d[1], d[0])
+                if self.heading is not None and np.isfinite(self.heading[lo]):
+                    self.align = float(self.heading[lo])
+                elif math.hypot(d[0], d[1]) >= 0.3:
+                    self.align = math.atan2(d[1], d[0])
 
     def _goal_check(self) -> None:
         """The navigator's GPS check of the VNM's "reached" (``gps_goal_check_m``): with the fix farther
@@ -250,6 +254,8 @@ class _StretchFollower:
             return
         g = self.gps.state()
         k = self.xy.shape[0]
+        if k < 2:
+            return
         if math.hypot(g.x_m - self.xy[-1, 0], g.y_m - self.xy[-1, 1]) <= self.p.gps_goal_check_m:
             return
         tail = np.arange(max(0, k - 10), k)
@@ -277,7 +283,10 @@ def drive_walk(world: World, walk_true_xy, *, mode: str, walk_gps_xy=None, vnm=N
     node_heading_rad : (K,) float, the nodes' recorded headings (the map's, yaw CCW from east; NaN
         unknown). With ``walk_gps_xy`` too and ``params.gps_where_facing_away``, mode ``vnm`` drives the
         stretches whose images face away from the walk's direction by GPS (as the robot's navigator
-        does, :func:`robot_app.vnm_navigator.walk_stretches`); ``DriveResult.gps_m`` says how far.
+        does, :func:`robot_app.vnm_navigator.walk_stretches`); ``DriveResult.gps_m`` says how far. With
+        ``walk_gps_xy`` alone, only the GPS goal check (``params.gps_goal_check_m``). The turns in place
+        before a VNM stretch and the GPS stretches steer with the plant's true heading (the robot uses
+        its gyro, GPS course or fused estimate).
     camera : dict, the sim camera as the map saw it (``width``, ``height``, ``hfov_deg``); for ``vnm``.
     params : DriveParams
     seed : int, seed of the GPS noise.
@@ -316,12 +325,18 @@ def drive_walk(world: World, walk_true_xy, *, mode: str, walk_gps_xy=None, vnm=N
         renderer = WorldRenderer(world, seed=seed, **(camera or {}))
         goals = vnm.preprocess_many(list(node_images))
         ctrl = _VnmFollower(vnm, goals, renderer, params)
-        if params.gps_where_facing_away and walk_gps_xy is not None and node_heading_rad is not None:
+        if walk_gps_xy is not None:  # as VnmNavigator.plan_stretches: positions give the GPS stretches and checks
             from core.control import faces_travel
             from robot_app.vnm_navigator import walk_stretches
 
             gxy = np.asarray(walk_gps_xy, dtype=np.float64).reshape(-1, 2)
-            stretches = walk_stretches(faces_travel(gxy, node_heading_rad), min_vnm_nodes=params.min_vnm_nodes)
+            heading = None if node_heading_rad is None else np.asarray(node_heading_rad, dtype=np.float64).reshape(-1)
+            stretches = [("vnm", 0, truth.shape[0] - 1)]
+            if params.gps_where_facing_away and heading is not None:
+                try:
+                    stretches = walk_stretches(faces_travel(gxy, heading), min_vnm_nodes=params.min_vnm_nodes)
+                except ValueError as exc:
+                    log.warning("drive: %s; the whole walk goes to the VNM", exc)
 
             def make(m, lo, hi, final):
                 if m == "vnm":
@@ -329,7 +344,7 @@ def drive_walk(world: World, walk_true_xy, *, mode: str, walk_gps_xy=None, vnm=N
                 return _GpsFollower(gxy[lo:hi + 1], plant, params, seed + lo, final=final)
 
             ctrl = _StretchFollower(stretches, make, gxy, params,
-                                    gps=GpsView(plant, noise_m=params.gps_noise_m, seed=seed + 7919))
+                                    gps=GpsView(plant, noise_m=params.gps_noise_m, seed=seed + 7919), heading=heading)
     try:
         _loop(res, plant, ctrl, truth, params)
     finally:

@@ -48,6 +48,7 @@ def test_two_crossing_drives_make_one_connected_map(tmp_path, crossing_logs):
         mid = (xy[gps_edges[:, 0]] + xy[gps_edges[:, 1]]) / 2
         assert np.all(np.abs(mid[:, 0] - 40) < 8) and np.all(np.abs(mid[:, 1]) < 8)
         assert m.metadata["build"]["epsilon_s"] == 2.0
+        assert m.metadata["build"]["node_headings"] == "gps-track-3"  # the VNM navigator trusts these headings
         assert m.metadata["build"]["distance_source"].startswith("gps fallback")
         assert m.image_count() == len(m.nodes) and m.images(0)[0][:2] == b"\xff\xd8"
     assert not (tmp_path / "m.map.build-cache.sqlite").exists()

@@ -144,3 +144,20 @@ def test_walk_stretches_refuse_bad_input():
         walk_stretches([])
     with pytest.raises(ValueError, match="min_vnm_nodes"):
         walk_stretches([True], min_vnm_nodes=0)
+
+
+def test_route_jobs_use_map_headings_only_from_maps_that_smooth_them(caplog):
+    """Maps built before the smoothed GPS-track headings carry headings too noisy to pick GPS stretches:
+    the route job then passes none (the VNM drives the whole walk) and says to rebuild the map."""
+    from types import SimpleNamespace
+
+    from robot_app.map_build import HEADINGS_METHOD
+    from robot_app.mission import MissionExecutive
+
+    nodes = SimpleNamespace(heading_rad=np.array([0.0, 0.5, 1.0, 1.5]))
+    new = SimpleNamespace(metadata={"build": {"node_headings": HEADINGS_METHOD}}, nodes=nodes)
+    old = SimpleNamespace(metadata={"build": {}}, nodes=nodes)
+    assert MissionExecutive._headings(new, [3, 1]).tolist() == [1.5, 0.5]
+    with caplog.at_level("WARNING"):
+        assert MissionExecutive._headings(old, [3, 1]) is None
+    assert "rebuild the map" in caplog.text

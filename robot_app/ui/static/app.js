@@ -24,7 +24,9 @@ function showStatus(s) {
   pill($("st-batt"), s.battery_v ? `${s.battery_v.toFixed(1)} V` : "battery ?", "");
   const stopped = s.estop_latched || s.hardware_estop;
   pill($("st-estop"), stopped ? "STOPPED" : "e-stop clear", stopped ? "bad" : "ok");
-  pill($("st-mode"), s.mission.state, s.mission.state === "running" ? "ok" : "");
+  const driver = s.mission.progress && s.mission.progress.driver;
+  pill($("st-mode"), s.mission.state + (s.mission.state === "running" && driver ? ` (${driver.toUpperCase()})` : ""),
+       s.mission.state === "running" ? "ok" : "");
   $("st-mode").dataset.state = s.mission.state;
   if (s.mission.message) $("message").textContent = s.mission.message;
   if (s.safety) { pill($("st-mode"), "SAFETY: " + s.safety.kind, "bad"); $("message").textContent = s.safety.message; }
