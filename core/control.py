@@ -36,8 +36,8 @@ def faces_travel(walk_xy_m, heading_rad, *, span: int = 2, max_angle_rad: float 
     """Which node images of a walk face the direction the walk travels at that node.
 
     The travel direction at walk index k is that of the displacement from node ``k - span`` to node
-    ``k + span`` (clamped to the walk; smoothing over a few nodes keeps GPS noise of about 1 m at the
-    1 m node spacing from flipping it). A node faces the travel when its recorded heading is within
+    ``k + span`` (clamped to the walk; smoothing over a few nodes keeps GPS noise of about 1 m from
+    flipping it at node spacings of 1 m, the sim's, to 3 m, ``[mapping] min_travel_m``'s default). A node faces the travel when its recorded heading is within
     ``max_angle_rad`` of that direction. Nodes with an unknown heading (NaN) and walks of one node count
     as facing it; so does a node whose displacement is under 0.3 m (standing still: no direction).
 

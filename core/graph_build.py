@@ -10,8 +10,10 @@ Steps and constants:
 - Node headings (stored with each node; the VNM navigator uses them to tell which node images face
   the way a walk goes, :func:`core.control.faces_travel`): the direction of the GPS track from
   ``span`` nodes before to ``span`` nodes after the node within the same unbroken stretch of one log
-  (:func:`track_headings`). Consecutive fixes 1 m apart with 1 m of receiver noise give headings off
-  by tens of degrees, some reversed; over +-3 nodes the error is ~15 degrees.
+  (:func:`track_headings`). Consecutive fixes 1 m apart (the sim's node spacing) with 1 m of receiver
+  noise give headings off by tens of degrees, some reversed; over +-3 nodes the error is ~15 degrees
+  there, less at the robot's default 3 m spacing, where the span covers +-9 m (a corner node's heading
+  is then the mean of the two legs, up to ~45 degrees off either).
 - Temporal edges (App. B, "timestamps differ < epsilon"): the paper gives epsilon both as 1 s and as
   "< 2 s". After subsampling, consecutive nodes of one log are several seconds apart, so we apply
   epsilon to the *recording*: consecutive nodes of one log are joined unless the log has a gap of

@@ -225,6 +225,23 @@ def walk_stretches(facing, *, min_vnm_nodes: int = 3) -> list[tuple[str, int, in
     return out
 
 
+def stretch_yaw(walk_xy: np.ndarray, heading, lo: int, hi: int, *, ahead_m: float = 2.0) -> float | None:
+    """The yaw (rad, CCW from east) to face before driving the stretch lo..hi of a walk with the VNM:
+    towards the first node of the stretch at least ``ahead_m`` from its first node (the way the stretch
+    goes, also where its first node is a corner, whose smoothed heading lies between the two legs), else
+    the first node's recorded heading (``heading`` (K,) or None; NaN unknown), else None (no turn).
+
+    ``walk_xy`` : (K, 2) float, the walk's node positions, UTM / ENU metres.
+    """
+    for j in range(lo + 1, hi + 1):
+        d = walk_xy[j] - walk_xy[lo]
+        if math.hypot(d[0], d[1]) >= ahead_m:
+            return math.atan2(d[1], d[0])
+    if heading is not None and len(heading) > lo and np.isfinite(heading[lo]):
+        return float(heading[lo])
+    return None
+
+
 def _rgb(jpeg: bytes) -> np.ndarray:
     from PIL import Image
 
@@ -369,12 +386,8 @@ class VnmNavigator:
             await asyncio.sleep(gps.period_s)
 
     def _stretch_yaw(self, lo: int, hi: int, heading) -> float | None:
-        """The way to face before the VNM stretch lo..hi: its first node's recorded heading (the way its
-        image looks), else the direction of the stretch's first metres, else None (no turn)."""
-        if heading is not None and heading.shape[0] > lo and np.isfinite(heading[lo]):
-            return float(heading[lo])
-        d = self._walk_xy[min(lo + 3, hi)] - self._walk_xy[lo]
-        return float(np.arctan2(d[1], d[0])) if np.hypot(d[0], d[1]) >= 0.3 else None
+        """The way to face before the VNM stretch lo..hi (see :func:`stretch_yaw`)."""
+        return stretch_yaw(self._walk_xy, heading, lo, hi)
 
     async def _goal_check(self, walk_latlon, report: RunReport, t0: float) -> RunReport:
         """The VNM reported the goal: with the GPS fix more than ``gps_goal_check_m`` from the last node,

@@ -239,12 +239,10 @@ class _StretchFollower:
             mode, lo, hi, f = self.parts[self.cur]
             log.debug("drive: walk index %d, %s from here", lo, mode)
             f.reset(0)
-            if mode == "vnm":  # the navigator's rule: the first node's heading, else the stretch's direction
-                d = self.xy[min(lo + 3, hi)] - self.xy[lo]
-                if self.heading is not None and np.isfinite(self.heading[lo]):
-                    self.align = float(self.heading[lo])
-                elif math.hypot(d[0], d[1]) >= 0.3:
-                    self.align = math.atan2(d[1], d[0])
+            if mode == "vnm":  # the navigator's rule (robot_app.vnm_navigator.stretch_yaw)
+                from robot_app.vnm_navigator import stretch_yaw
+
+                self.align = stretch_yaw(self.xy, self.heading, lo, hi)
 
     def _goal_check(self) -> None:
         """The navigator's GPS check of the VNM's "reached" (``gps_goal_check_m``): with the fix farther

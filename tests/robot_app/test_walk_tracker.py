@@ -161,3 +161,15 @@ def test_route_jobs_use_map_headings_only_from_maps_that_smooth_them(caplog):
     with caplog.at_level("WARNING"):
         assert MissionExecutive._headings(old, [3, 1]) is None
     assert "rebuild the map" in caplog.text
+
+
+def test_stretch_yaw_faces_the_way_the_stretch_goes():
+    import math
+
+    from robot_app.vnm_navigator import stretch_yaw
+
+    xy = np.array([[0.0, 0.0], [0.5, 0.5], [0.0, 1.0], [0.0, 2.5], [0.0, 4.0]])  # a corner node, then north
+    heading = np.array([math.pi / 4, 1.0, 1.2, math.pi / 2, math.pi / 2])
+    assert abs(stretch_yaw(xy, heading, 0, 4) - math.pi / 2) < 1e-9       # first node >= 2 m on: (0, 2.5)
+    assert stretch_yaw(xy, heading, 0, 1) == math.pi / 4                   # nothing 2 m on: the node's heading
+    assert stretch_yaw(xy, None, 0, 1) is None and stretch_yaw(xy, [np.nan] * 5, 4, 4) is None
