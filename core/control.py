@@ -14,6 +14,8 @@ y left; v in m/s, omega in rad/s.
   drives towards goal images taken AHEAD of it on a drive (GNM / ViNG training: goals are later
   frames of the same traversal), so a stretch walked against the direction it was recorded in has
   goal images that face away from the robot and cannot be followed visually.
+- :func:`advance_along`: progress along a walk polyline that only moves forward (pure pursuit's
+  projection, limited to a window ahead so that a walk folding back over itself is followed in order).
 - :class:`WindowLocaliser`: localisation of the robot on the planned walk within a window of walk
   indices around the last localised one (GNM's radius, default +-4), gated by GPS distance, with
   hysteresis so the localised node does not flicker while standing.
@@ -77,6 +79,28 @@ def faces_travel(walk_xy_m, heading_rad, *, span: int = 2, max_angle_rad: float 
     known = np.isfinite(hd) & moving
     out[known] = diff[known] <= max_angle_rad
     return out
+
+
+def advance_along(walk_xy_m: np.ndarray, arc_m: np.ndarray, progress_m: float, x_m: float, y_m: float, *,
+                  span_m: float, samples: int = 40) -> float:
+    """Progress (m along the walk) of the point of the walk nearest (x, y) within
+    ``[progress_m, progress_m + span_m]``, sampled at ``samples`` points: it never moves back.
+
+    Parameters
+    ----------
+    walk_xy_m : (K, 2) float, the walk's polyline, ENU / UTM metres; arc_m : (K,) its cumulative length
+        from the first node (0 first).
+    progress_m : float, the progress so far; x_m, y_m : the position now.
+
+    Returns
+    -------
+    float in [progress_m, arc_m[-1]] (0 for a walk of one node).
+    """
+    if walk_xy_m.shape[0] < 2:
+        return 0.0
+    s = np.linspace(progress_m, min(progress_m + span_m, arc_m[-1]), samples)
+    px, py = np.interp(s, arc_m, walk_xy_m[:, 0]), np.interp(s, arc_m, walk_xy_m[:, 1])
+    return max(progress_m, float(s[int(np.argmin(np.hypot(px - x_m, py - y_m)))]))
 
 
 def clip_velocity(v: float, omega: float, *, max_v_mps: float, max_omega_radps: float,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.control import WindowLocaliser, line_follow_velocity, wrap_angle
+from core.control import WindowLocaliser, advance_along, line_follow_velocity, wrap_angle
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ class GpsNavigator:
                 last_fix_ok = now
                 est = self.estimator
                 goal_d = float(np.hypot(*(walk[-1] - (est.x_m, est.y_m))))
-                progress = _advance(walk, arc, progress, est.x_m, est.y_m, span_m=2.0 * self.lookahead_m + 2.0)
+                progress = advance_along(walk, arc, progress, est.x_m, est.y_m, span_m=2.0 * self.lookahead_m + 2.0)
                 # within the radius of the last node, and localised on the walk's last nodes or progressed to
                 # its end: a walk that comes back near its start is not over before it is driven
                 if goal_d <= goal_radius and (loc.index >= walk.shape[0] - 3 or arc[-1] - progress <= goal_radius + 1.0):
@@ -223,13 +223,3 @@ class GpsNavigator:
                 return float(walk[j, 0]), float(walk[j, 1])
         return float(walk[-1, 0]), float(walk[-1, 1])
 
-
-def _advance(walk: np.ndarray, arc: np.ndarray, progress: float, x_m: float, y_m: float, *, span_m: float) -> float:
-    """Progress (m along the walk polyline ``walk`` (K, 2), cumulative lengths ``arc`` (K,)) of the point on
-    the walk nearest (x, y) within ``[progress, progress + span_m]``: it only moves forward, so a walk that
-    folds back over itself is followed in order."""
-    if walk.shape[0] < 2:
-        return 0.0
-    s = np.linspace(progress, min(progress + span_m, arc[-1]), 40)
-    px, py = np.interp(s, arc, walk[:, 0]), np.interp(s, arc, walk[:, 1])
-    return max(progress, float(s[int(np.argmin(np.hypot(px - x_m, py - y_m)))]))

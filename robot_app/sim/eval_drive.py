@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.control import line_follow_velocity, waypoint_to_velocity
+from core.control import advance_along, line_follow_velocity, waypoint_to_velocity
 from firmware_bridge.kinematics import twist_to_wheels
 from robot_app.sim.plant import GpsView, WorldPlant
 from robot_app.sim.world import World
@@ -142,9 +142,8 @@ class _GpsFollower:
 
     def step(self, st) -> tuple[float, float, bool, bool]:
         g = self.gps.state()
-        win = np.linspace(self.progress, min(self.progress + 2 * self.p.lookahead_m, self.s[-1]), 30)
-        cand = np.stack([np.interp(win, self.s, self.xy[:, 0]), np.interp(win, self.s, self.xy[:, 1])], 1)
-        self.progress = float(win[np.argmin(np.hypot(cand[:, 0] - g.x_m, cand[:, 1] - g.y_m))])
+        self.progress = advance_along(self.xy, self.s, self.progress, g.x_m, g.y_m, span_m=2 * self.p.lookahead_m,
+                                      samples=30)
         end = self.xy[-1]
         if (not self.final and self.s[-1] - self.progress <= self.p.lookahead_m + 1.0
                 and math.hypot(g.x_m - end[0], g.y_m - end[1]) <= self.p.lookahead_m):  # hand over to the next stretch

@@ -3,7 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from core.control import WindowLocaliser, faces_travel, line_follow_velocity, waypoint_to_velocity, wrap_angle
+from core.control import (WindowLocaliser, advance_along, faces_travel, line_follow_velocity, waypoint_to_velocity,
+                          wrap_angle)
 
 
 def test_waypoint_rule_matches_gnm():
@@ -86,3 +87,16 @@ def test_faces_travel_tells_images_facing_the_walk_from_those_facing_away():
 def test_faces_travel_refuses_bad_input(xy, heading, kw, match):
     with pytest.raises(ValueError, match=match):
         faces_travel(xy, heading, **kw)
+
+
+def test_advance_along_follows_a_walk_that_folds_back_in_order():
+    walk = np.array([[0.0, 0.0], [6.0, 0.0], [6.0, 1.5], [0.5, 1.5]])  # out 6 m, across, back
+    arc = np.concatenate([[0.0], np.cumsum(np.hypot(*np.diff(walk, axis=0).T))])
+    p, seen = 0.0, []
+    for x, y in [(0.0, 0.0), (2.0, 0.0), (4.0, 0.0), (6.0, 0.5), (5.0, 1.5), (3.0, 1.5), (1.0, 1.5)]:
+        p = advance_along(walk, arc, p, x, y, span_m=5.0)
+        seen.append(p)
+    assert seen == sorted(seen) and seen[-1] > 12.0 and abs(seen[2] - 4.0) < 0.2
+    # standing at the start of the way back does not jump over the way out (window ahead only)
+    assert advance_along(walk, arc, 0.0, 1.0, 1.5, span_m=5.0) < 5.0
+    assert advance_along(walk[:1], arc[:1], 0.0, 3.0, 3.0, span_m=5.0) == 0.0

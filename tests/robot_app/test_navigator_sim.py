@@ -17,8 +17,9 @@ from robot_app.synthetic_logs import enu_to_latlon
 ORIGIN = (52.5148, 13.4643)
 
 
-def test_gps_navigator_drives_the_simulated_robot_along_a_walk(tmp_path):
-    walk_enu = np.array([(0.0, 0.0), (3.0, 0.0), (6.0, 0.0), (8.0, 2.0), (8.0, 5.0)])
+def _follow(tmp_path, walk_enu, **nav_kwargs):
+    """Drive ``walk_enu`` (K, 2) m ENU at ORIGIN with the app's GPS navigator on the simulated Jackal;
+    returns the run report and the plant state at the end and 0.3 s after."""
     lat, lon = enu_to_latlon(walk_enu, anchor=ORIGIN)
 
     async def main():
@@ -31,7 +32,7 @@ def test_gps_navigator_drives_the_simulated_robot_along_a_walk(tmp_path):
             task = asyncio.ensure_future(app.run())
             try:
                 await app.base.wait_connected(10.0)
-                nav = GpsNavigator(app, max_v_mps=1.5, lookahead_m=1.5, goal_radius_m=0.6, timeout_s=40.0)
+                nav = GpsNavigator(app, **nav_kwargs)
                 report = await nav.follow(lat, lon)
                 st = sim.plant.state()
                 await asyncio.sleep(0.3)
@@ -41,7 +42,12 @@ def test_gps_navigator_drives_the_simulated_robot_along_a_walk(tmp_path):
                 await asyncio.wait_for(task, 10.0)
             return report, st, after
 
-    report, st, after = asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_gps_navigator_drives_the_simulated_robot_along_a_walk(tmp_path):
+    walk_enu = np.array([(0.0, 0.0), (3.0, 0.0), (6.0, 0.0), (8.0, 2.0), (8.0, 5.0)])
+    report, st, after = _follow(tmp_path, walk_enu, max_v_mps=1.5, lookahead_m=1.5, goal_radius_m=0.6, timeout_s=40.0)
     assert report.outcome == "reached", report
     # the true robot (the plant) ends near the last walk node; the sim's frame is ENU at the origin
     assert math.hypot(st.x_m - 8.0, st.y_m - 5.0) < 1.5
@@ -54,25 +60,8 @@ def test_gps_navigator_drives_a_walk_that_ends_near_its_start(tmp_path):
     """Out 6 m and back: the last node is within the goal radius of the start, yet the walk is driven."""
     walk_enu = np.array([(0.0, 0.0), (2.0, 0.0), (4.0, 0.0), (6.0, 0.0), (6.0, 1.5), (4.0, 1.5), (2.0, 1.5),
                          (0.5, 1.5)])
-    lat, lon = enu_to_latlon(walk_enu, anchor=ORIGIN)
-
-    async def main():
-        async with SimulatedDevices(tmp_path, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
-            base = Config()
-            cfg = dataclasses.replace(base, serial=dataclasses.replace(base.serial, base_port=str(sim.ports["jackal"])),
-                                      paths=dataclasses.replace(base.paths, models_dir=str(tmp_path / "none")),
-                                      ui=dataclasses.replace(base.ui, port=0))
-            app = App(cfg)
-            task = asyncio.ensure_future(app.run())
-            try:
-                await app.base.wait_connected(10.0)
-                nav = GpsNavigator(app, max_v_mps=1.5, lookahead_m=1.5, goal_radius_m=2.0, timeout_s=40.0)
-                return await nav.follow(lat, lon)
-            finally:
-                app.request_stop()
-                await asyncio.wait_for(task, 10.0)
-
-    report = asyncio.run(main())
+    report, _st, _after = _follow(tmp_path, walk_enu, max_v_mps=1.5, lookahead_m=1.5, goal_radius_m=2.0,
+                                  timeout_s=40.0)
     assert report.outcome == "reached", report
     xs = np.array([t[1] for t in report.trace])
     assert xs.max() - xs.min() > 4.0 and report.final_index >= len(walk_enu) - 3
