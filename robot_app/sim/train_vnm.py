@@ -187,7 +187,9 @@ def evaluate_vnm(vnm, drives: Sequence[Drive], *, tau_steps: float | None = None
     frames of the truth) and its ``localisation_chance``, ``localisation_wide_acc`` and
     ``localisation_wide_chance`` (candidates within +-4 ``window`` frames, hit within +-4 frames),
     ``waypoint_err_m`` (mean over the 5 waypoints) and ``waypoint2_err_m``, ``predict_ms_9_goals``
-    (median), and the counts.
+    (median), ``dist_order_acc`` (of two same-drive goals ahead at different true distances, the share
+    whose predicted distances are in the same order; 0.5 for a head without distance information: the
+    navigator only uses the order, the arg-min), and the counts.
     """
     dmax = vnm.dist_range_steps[1]
     tau = 0.75 * dmax if tau_steps is None else tau_steps
@@ -201,12 +203,19 @@ def evaluate_vnm(vnm, drives: Sequence[Drive], *, tau_steps: float | None = None
     queries = np.flatnonzero(data.drive % 2 == 1)
     anchors = queries[::stride]
     err, wp_err, wp2_err, lab = [], [], [], []
+    order_ok, order_n = 0, 0
     for q in anchors:
         g = np.unique(np.minimum(q + np.arange(0, int(dmax) + 1, max(2, int(dmax) // 10)), data.end[q] - 1))
         label, _, pos = data.labels(np.full(g.size, q), g)
         pred = vnm.predict(obs(q), pre[g])
         err += list(np.abs(pred.dist_steps[pos] - label[pos]))
         lab += list(label[pos])
+        # ordering: of two goals ahead at different true distances, is the nearer one predicted nearer?
+        lp, dp = label[pos], pred.dist_steps[pos]
+        i, j = np.triu_indices(lp.size, k=1)
+        differ = lp[i] != lp[j]
+        order_ok += int(np.sum(np.sign(dp[i] - dp[j])[differ] == np.sign(lp[i] - lp[j])[differ]))
+        order_n += int(np.count_nonzero(differ))
         if data.wp_ok[q] and pos.any():
             e = np.linalg.norm(pred.waypoints[pos, :, :2] - data.wp[q, None, :, :2], axis=-1) * unit
             wp_err += list(e.mean(axis=1))
@@ -257,7 +266,7 @@ def evaluate_vnm(vnm, drives: Sequence[Drive], *, tau_steps: float | None = None
 
     return {"dist_mae_steps": mean(err), "dist_mae_const_steps": const_mae(lab),
             "dist_mae_cross_steps": mean(cross_err), "dist_mae_cross_const_steps": const_mae(cross_lab),
-            "dist_pairs": len(err),
+            "dist_pairs": len(err), "dist_order_acc": order_ok / order_n if order_n else float("nan"),
             "negative_rejection": mean(neg_pred >= tau), "near_negative_rejection": mean(neg_pred[neg_near] >= tau),
             "negatives": int(neg_pred.size), "tau_steps": float(tau),
             "localisation_acc": mean(hits), "localisation_chance": mean(chance), "localisation_queries": len(hits),

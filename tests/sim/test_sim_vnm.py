@@ -61,6 +61,7 @@ def test_shipped_model_beats_chance_on_heldout_renders(vnm, heldout_pair):
     # chance: about 5 of 41 candidates lie within +-2 frames of the truth
     assert q["localisation_acc"] > 1.6 * q["localisation_chance"]
     assert q["negative_rejection"] > 0.6
+    assert q["dist_order_acc"] > 0.6  # of two goals ahead, the nearer predicted nearer (chance 0.5)
     # waypoint 2 (0.75 s ahead) within a few cm of where the drive went
     assert q["waypoint2_err_m"] < 0.25
 
@@ -94,7 +95,7 @@ def test_quick_training_writes_loadable_files(tmp_path):
     assert check_reference(m, tmp_path / "vnm-reference.npz")["dist_max_abs"] < 1e-3
     q = json.loads((tmp_path / "sim-vnm-quality.json").read_text())
     assert q["quick"] is True and q["worlds"] == ["campus"] and q["train_frames"] == rep["train_frames"] > 50
-    for key in ("dist_mae_steps", "dist_mae_const_steps", "negative_rejection", "localisation_acc",
+    for key in ("dist_mae_steps", "dist_mae_const_steps", "dist_order_acc", "negative_rejection", "localisation_acc",
                 "localisation_wide_acc", "waypoint_err_m", "timing_s"):
         assert key in q
     side = json.loads((tmp_path / "vnm.onnx.json").read_text())
