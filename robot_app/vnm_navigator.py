@@ -361,7 +361,7 @@ class VnmNavigator:
             for i, (mode, lo, hi) in enumerate(stretches):
                 if mode == "vnm":
                     if i > 0:  # after a GPS stretch: face the stretch's images first (the walk may turn back here)
-                        yaw = self._stretch_yaw(lo, hi, heading)
+                        yaw = stretch_yaw(self._walk_xy, heading, lo, hi)
                         if yaw is not None:
                             await self._align(yaw)
                     report = await self._follow_vnm(goals[lo:hi + 1], lo, t0)
@@ -384,10 +384,6 @@ class VnmNavigator:
         while True:
             gps.sense()
             await asyncio.sleep(gps.period_s)
-
-    def _stretch_yaw(self, lo: int, hi: int, heading) -> float | None:
-        """The way to face before the VNM stretch lo..hi (see :func:`stretch_yaw`)."""
-        return stretch_yaw(self._walk_xy, heading, lo, hi)
 
     async def _goal_check(self, walk_latlon, report: RunReport, t0: float) -> RunReport:
         """The VNM reported the goal: with the GPS fix more than ``gps_goal_check_m`` from the last node,

@@ -206,7 +206,10 @@ class _StretchFollower:
         self.parts = [(mode, lo, hi, make(mode, lo, hi, i == len(stretches) - 1)) for i, (mode, lo, hi) in
                       enumerate(stretches)]
         self.cur = 0
+        from robot_app.vnm_navigator import stretch_yaw
+
         self.xy, self.p, self.gps, self.heading = walk_xy, p, gps, heading
+        self._stretch_yaw = stretch_yaw
         self.align = None  # yaw (rad) to turn to in place before the current VNM stretch starts
 
     @property
@@ -239,9 +242,7 @@ class _StretchFollower:
             log.debug("drive: walk index %d, %s from here", lo, mode)
             f.reset(0)
             if mode == "vnm":  # the navigator's rule (robot_app.vnm_navigator.stretch_yaw)
-                from robot_app.vnm_navigator import stretch_yaw
-
-                self.align = stretch_yaw(self.xy, self.heading, lo, hi)
+                self.align = self._stretch_yaw(self.xy, self.heading, lo, hi)
 
     def _goal_check(self) -> None:
         """The navigator's GPS check of the VNM's "reached" (``gps_goal_check_m``): with the fix farther
