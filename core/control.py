@@ -16,6 +16,8 @@ y left; v in m/s, omega in rad/s.
   goal images that face away from the robot and cannot be followed visually.
 - :func:`advance_along`: progress along a walk polyline that only moves forward (pure pursuit's
   projection, limited to a window ahead so that a walk folding back over itself is followed in order).
+- :func:`polyline_distance`: the distance of a point from a walk's polyline (the VNM navigator's GPS
+  off-walk guard, the simulated evaluation's off-path judge).
 - :class:`WindowLocaliser`: localisation of the robot on the planned walk within a window of walk
   indices around the last localised one (GNM's radius, default +-4), gated by GPS distance, with
   hysteresis so the localised node does not flicker while standing.
@@ -101,6 +103,28 @@ def advance_along(walk_xy_m: np.ndarray, arc_m: np.ndarray, progress_m: float, x
     s = np.linspace(progress_m, min(progress_m + span_m, arc_m[-1]), samples)
     px, py = np.interp(s, arc_m, walk_xy_m[:, 0]), np.interp(s, arc_m, walk_xy_m[:, 1])
     return max(progress_m, float(s[int(np.argmin(np.hypot(px - x_m, py - y_m)))]))
+
+
+def polyline_distance(xy_m: np.ndarray, x_m: float, y_m: float) -> float:
+    """Distance (m) from (x, y) to the polyline ``xy_m`` (K, 2) float metres (same frame); to the point when
+    K = 1.
+
+    Raises
+    ------
+    ValueError
+        ``xy_m`` is not (K, 2) with K >= 1.
+    """
+    xy = np.asarray(xy_m, dtype=np.float64)
+    if xy.ndim != 2 or xy.shape[1] != 2 or xy.shape[0] < 1:
+        raise ValueError(f"polyline_distance: expected (K >= 1, 2) points, got shape {xy.shape}")
+    if xy.shape[0] == 1:
+        return float(math.hypot(x_m - xy[0, 0], y_m - xy[0, 1]))
+    a, b = xy[:-1], xy[1:]
+    ab = b - a
+    L2 = np.maximum((ab ** 2).sum(axis=1), 1e-12)
+    t = np.clip(((x_m - a[:, 0]) * ab[:, 0] + (y_m - a[:, 1]) * ab[:, 1]) / L2, 0.0, 1.0)
+    px, py = a[:, 0] + t * ab[:, 0], a[:, 1] + t * ab[:, 1]
+    return float(np.hypot(px - x_m, py - y_m).min())
 
 
 def clip_velocity(v: float, omega: float, *, max_v_mps: float, max_omega_radps: float,

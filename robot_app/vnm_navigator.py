@@ -20,6 +20,8 @@ stretch with the GPS navigator (LM-Nav's GPS controller) and hands back to the V
 the next stretch that faces the travel (:func:`walk_stretches`; ``[vnm_nav] gps_where_facing_away``),
 where the robot first turns in place to the stretch's direction. When the VNM reports the goal but the
 GPS fix is more than ``[vnm_nav] gps_goal_check_m`` from the last node, the GPS navigator drives the rest.
+A VNM stretch also ends ``lost`` when a fresh GPS fix is more than ``[vnm_nav] max_off_walk_m`` from its
+nodes (the arg-min always names a node, so a robot that lost the walk visually would otherwise drive on).
 
 The localisation and subgoal rules live in :class:`WalkTracker` (pure numpy, no I/O), which the
 simulated drivers (:mod:`robot_app.sim.vnm_follow`, :mod:`robot_app.sim.eval_drive`) step too, so the
@@ -39,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.control import faces_travel, waypoint_to_velocity, wrap_angle
+from core.control import faces_travel, polyline_distance, waypoint_to_velocity, wrap_angle
 from robot_app.navigator import RunReport
 
 log = logging.getLogger(__name__)
@@ -284,6 +286,7 @@ class VnmNavigator:
         self.gps_where_facing_away = bool(getattr(nav, "gps_where_facing_away", True))
         self.min_vnm_nodes = int(getattr(nav, "min_vnm_nodes", 3))
         self.gps_goal_check_m = float(getattr(nav, "gps_goal_check_m", 3.0))
+        self.max_off_walk_m = float(getattr(nav, "max_off_walk_m", 10.0))
         self.stretches: list[tuple[str, int, int]] = []
         self._walk_xy = None
         self._trace: list = []
@@ -405,6 +408,20 @@ class VnmNavigator:
         self.stretches = self.stretches + [("gps", j, k - 1)]
         return await self._follow_gps(walk_latlon, j, k - 1, final=True, t0=t0)
 
+    def _off_walk_m(self, first: int, n: int) -> float | None:
+        """The distance (m) of a fresh GPS fix from the VNM stretch's nodes (walk indices first ..
+        first + n - 1) when it is more than ``max_off_walk_m``, else None (also without positions, a GPS
+        navigator or a fresh fix). The VNM's arg-min always names some node, so a robot that has lost the
+        walk visually would drive on; GPS tells it is off."""
+        gps, xy = self.gps_navigator, self._walk_xy
+        if xy is None or gps is None or not self.max_off_walk_m > 0:
+            return None
+        est = gps.estimator
+        if time.monotonic() - est.fix_t_mono_s > self.app.config.serial.gps_max_age_s:
+            return None
+        off = polyline_distance(xy[first:first + n], est.x_m, est.y_m)
+        return off if off > self.max_off_walk_m else None
+
     async def _align(self, yaw_rad: float, *, tolerance_rad: float = math.radians(20.0)) -> None:
         """Turn in place until the pose estimate's heading is within ``tolerance_rad`` of ``yaw_rad`` (CCW
         from east), with the GPS navigator's pose while it follows the turn (the fused estimate, or a gyro
@@ -483,6 +500,12 @@ class VnmNavigator:
                 if not ctx.ready:
                     await asyncio.sleep(period)
                     continue
+                off = self._off_walk_m(first, goals.shape[0])
+                if off is not None:
+                    log.warning("VNM stretch: the GPS fix is %.1f m from the walk (more than [vnm_nav] "
+                                "max_off_walk_m = %.1f): lost", off, self.max_off_walk_m)
+                    outcome = "lost"
+                    break
                 lo, hi = tracker.window()
                 pred = await asyncio.to_thread(vnm.predict, ctx.stack(), goals[lo:hi])
                 dec = tracker.update(pred.dist_steps)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.control import advance_along, line_follow_velocity, waypoint_to_velocity
+from core.control import advance_along, line_follow_velocity, polyline_distance, waypoint_to_velocity
 from firmware_bridge.kinematics import twist_to_wheels
 from robot_app.sim.plant import GpsView, WorldPlant
 from robot_app.sim.world import World
@@ -102,18 +102,6 @@ class DriveResult:
                 "sim_time_s": round(self.sim_time_s, 2),
                 "final_error_m": None if not math.isfinite(self.final_error_m) else round(self.final_error_m, 2),
                 "abandoned": self.abandoned, "gps_m": round(self.gps_m, 2)}
-
-
-def polyline_distance(xy: np.ndarray, x: float, y: float) -> float:
-    """Distance (m) from (x, y) to the polyline ``xy`` (K, 2) m; to the point when K = 1."""
-    if xy.shape[0] == 1:
-        return float(math.hypot(x - xy[0, 0], y - xy[0, 1]))
-    a, b = xy[:-1], xy[1:]
-    ab = b - a
-    L2 = np.maximum((ab ** 2).sum(axis=1), 1e-12)
-    t = np.clip(((x - a[:, 0]) * ab[:, 0] + (y - a[:, 1]) * ab[:, 1]) / L2, 0.0, 1.0)
-    px, py = a[:, 0] + t * ab[:, 0], a[:, 1] + t * ab[:, 1]
-    return float(np.hypot(px - x, py - y).min())
 
 
 def _heading_at(xy: np.ndarray, i: int) -> float:

@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from core.control import (WindowLocaliser, advance_along, faces_travel, line_follow_velocity, waypoint_to_velocity,
-                          wrap_angle)
+from core.control import (WindowLocaliser, advance_along, faces_travel, line_follow_velocity, polyline_distance,
+                          waypoint_to_velocity, wrap_angle)
 
 
 def test_waypoint_rule_matches_gnm():
@@ -100,3 +100,15 @@ def test_advance_along_follows_a_walk_that_folds_back_in_order():
     # standing at the start of the way back does not jump over the way out (window ahead only)
     assert advance_along(walk, arc, 0.0, 1.0, 1.5, span_m=5.0) < 5.0
     assert advance_along(walk[:1], arc[:1], 0.0, 3.0, 3.0, span_m=5.0) == 0.0
+
+
+def test_polyline_distance_to_segments_ends_and_single_points():
+    walk = np.array([[0.0, 0.0], [10.0, 0.0], [10.0, 10.0]])
+    assert polyline_distance(walk, 5.0, 3.0) == pytest.approx(3.0)  # beside the first segment
+    assert polyline_distance(walk, 13.0, 5.0) == pytest.approx(3.0)  # beside the second
+    assert polyline_distance(walk, -3.0, -4.0) == pytest.approx(5.0)  # beyond the first node: to the node
+    assert polyline_distance(walk[:1], 3.0, 4.0) == pytest.approx(5.0)
+    assert polyline_distance(np.array([[1.0, 1.0], [1.0, 1.0]]), 1.0, 2.0) == pytest.approx(1.0)  # zero length
+    for bad in (np.zeros((0, 2)), np.zeros((3,)), np.zeros((2, 3))):
+        with pytest.raises(ValueError, match="polyline_distance"):
+            polyline_distance(bad, 0.0, 0.0)

@@ -88,12 +88,13 @@ def test_vnm_nav_config_defaults_are_gnms_and_bad_values_are_named(tmp_path):
 
     c = VnmNavConfig()
     assert (c.window, c.close_steps, c.waypoint_index, c.goal_close) == (4, 3.0, 2, False)
-    assert (c.gps_where_facing_away, c.min_vnm_nodes, c.gps_goal_check_m) == (True, 3, 3.0)
+    assert (c.gps_where_facing_away, c.min_vnm_nodes, c.gps_goal_check_m, c.max_off_walk_m) == (True, 3, 3.0, 10.0)
     for line, message in [("window = -1", r"\[vnm_nav\] window: -1 is below the minimum 0"),
                           ("goal_confirm_steps = 0", r"\[vnm_nav\] goal_confirm_steps: 0 is below the minimum 1"),
                           ("close_steps = \"near\"", r"\[vnm_nav\] close_steps: expected a number"),
                           ("goal_close = 1", r"\[vnm_nav\] goal_close: expected true or false"),
                           ("gps_goal_check_m = -1.0", r"\[vnm_nav\] gps_goal_check_m: -1.0 is below the minimum 0"),
+                          ("max_off_walk_m = -5", r"\[vnm_nav\] max_off_walk_m: -5(\.0)? is below the minimum 0"),
                           ("min_vnm_nodes = 0", r"\[vnm_nav\] min_vnm_nodes: 0 is below the minimum 1"),
                           ("gps_where_facing_away = \"yes\"", r"\[vnm_nav\] gps_where_facing_away: expected true or false"),
                           ("radius = 4", r"\[vnm_nav\] radius: unknown key")]:
