@@ -16,6 +16,8 @@ y left; v in m/s, omega in rad/s.
   goal images that face away from the robot and cannot be followed visually.
 - :func:`advance_along`: progress along a walk polyline that only moves forward (pure pursuit's
   projection, limited to a window ahead so that a walk folding back over itself is followed in order).
+- :func:`passed_end`: whether a position is at or past a walk's last node (within a radius of it, on or
+  beyond the line through it square to the last leg): the VNM navigator's GPS arrival check.
 - :func:`polyline_distance`: the distance of a point from a walk's polyline (the VNM navigator's GPS
   off-walk guard, the simulated evaluation's off-path judge).
 - :class:`WindowLocaliser`: localisation of the robot on the planned walk within a window of walk
@@ -103,6 +105,25 @@ def advance_along(walk_xy_m: np.ndarray, arc_m: np.ndarray, progress_m: float, x
     s = np.linspace(progress_m, min(progress_m + span_m, arc_m[-1]), samples)
     px, py = np.interp(s, arc_m, walk_xy_m[:, 0]), np.interp(s, arc_m, walk_xy_m[:, 1])
     return max(progress_m, float(s[int(np.argmin(np.hypot(px - x_m, py - y_m)))]))
+
+
+def passed_end(walk_xy_m: np.ndarray, x_m: float, y_m: float, *, radius_m: float) -> bool:
+    """Whether (x, y) is within ``radius_m`` of the walk's last node and on or beyond the line through it
+    square to the walk's last leg (the leg from the last node at least 1 m before it; a walk whose nodes
+    all lie within 1 m of the last: within the radius is enough).
+
+    ``walk_xy_m`` : (K >= 1, 2) float metres (same frame as x, y).
+    """
+    xy = np.asarray(walk_xy_m, dtype=np.float64).reshape(-1, 2)
+    end = xy[-1]
+    dx, dy = x_m - end[0], y_m - end[1]
+    if not math.hypot(dx, dy) <= radius_m:
+        return False
+    far = np.flatnonzero(np.hypot(xy[:, 0] - end[0], xy[:, 1] - end[1]) >= 1.0)
+    if far.size == 0:
+        return True
+    leg = end - xy[far[-1]]
+    return bool(dx * leg[0] + dy * leg[1] >= 0.0)
 
 
 def polyline_distance(xy_m: np.ndarray, x_m: float, y_m: float) -> float:

@@ -19,7 +19,9 @@ ahead of it, so where the walk's node images face away from the way the walk goe
 stretch with the GPS navigator (LM-Nav's GPS controller) and hands back to the VNM on the first node of
 the next stretch that faces the travel (:func:`walk_stretches`; ``[vnm_nav] gps_where_facing_away``),
 where the robot first turns in place to the stretch's direction. When the VNM reports the goal but the
-GPS fix is more than ``[vnm_nav] gps_goal_check_m`` from the last node, the GPS navigator drives the rest.
+GPS fix is more than ``[vnm_nav] gps_goal_check_m`` from the last node, the GPS navigator drives the rest;
+when the VNM localises near the end but has not reported the goal, a GPS fix at or past the last node
+within that distance ends the walk reached (a VNM that does not recognise the last node drove on past it).
 A VNM stretch also ends ``lost`` when a fresh GPS fix is more than ``[vnm_nav] max_off_walk_m`` from its
 nodes (the arg-min always names a node, so a robot that lost the walk visually would otherwise drive on).
 
@@ -41,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.control import faces_travel, polyline_distance, waypoint_to_velocity, wrap_angle
+from core.control import faces_travel, passed_end, polyline_distance, waypoint_to_velocity, wrap_angle
 from robot_app.navigator import RunReport
 
 log = logging.getLogger(__name__)
@@ -367,7 +369,7 @@ class VnmNavigator:
                         yaw = stretch_yaw(self._walk_xy, heading, lo, hi)
                         if yaw is not None:
                             await self._align(yaw)
-                    report = await self._follow_vnm(goals[lo:hi + 1], lo, t0)
+                    report = await self._follow_vnm(goals[lo:hi + 1], lo, t0, final=i == len(stretches) - 1)
                 else:
                     report = await self._follow_gps(walk_latlon, lo, hi, final=i == len(stretches) - 1, t0=t0)
                 if report.outcome != "reached":
@@ -407,6 +409,17 @@ class VnmNavigator:
         log.info("VNM walk: the VNM reached the goal %.1f m from it by GPS; GPS drives from walk index %d", off, j)
         self.stretches = self.stretches + [("gps", j, k - 1)]
         return await self._follow_gps(walk_latlon, j, k - 1, final=True, t0=t0)
+
+    def _arrived_by_gps(self, index: int) -> bool:
+        """The VNM localises at walk index ``index``, within ``window`` nodes of the walk's end, and a fresh
+        GPS fix is at or past the last node within ``gps_goal_check_m`` (0: never)."""
+        gps, xy = self.gps_navigator, self._walk_xy
+        if xy is None or gps is None or not self.gps_goal_check_m > 0 or index < xy.shape[0] - 1 - self.rules.window:
+            return False
+        est = gps.estimator
+        if time.monotonic() - est.fix_t_mono_s > self.app.config.serial.gps_max_age_s:
+            return False
+        return passed_end(xy, est.x_m, est.y_m, radius_m=self.gps_goal_check_m)
 
     def _off_walk_m(self, first: int, n: int) -> float | None:
         """The distance (m) of a fresh GPS fix from the VNM stretch's nodes (walk indices first ..
@@ -469,9 +482,12 @@ class VnmNavigator:
         log.info("GPS stretch %d-%d %s after %.1f s", lo, hi, rep.outcome, rep.duration_s)
         return RunReport(rep.outcome, lo + rep.final_index, rep.distance_to_goal_m, rep.duration_s, [])
 
-    async def _follow_vnm(self, goals: np.ndarray, first: int, t0: float) -> RunReport:
+    async def _follow_vnm(self, goals: np.ndarray, first: int, t0: float, *, final: bool = False) -> RunReport:
         """One stretch with the VNM (the GNM deployment loop) over the node images ``goals`` (walk
-        indices from ``first``)."""
+        indices from ``first``). On the ``final`` stretch the goal also counts as reached when the VNM
+        localises within ``window`` nodes of the end and a fresh GPS fix is at or past the last node within
+        ``gps_goal_check_m`` of it (:func:`core.control.passed_end`): a VNM that does not recognise the
+        last node's image would drive on past it."""
         vnm, cam = self.vnm, self.app.camera
         ctx = vnm.new_context()
         period = 1.0 / vnm.frame_rate_hz
@@ -512,6 +528,12 @@ class VnmNavigator:
                 best_d = dec.best_steps
                 if dec.status in ("lost", "reached"):
                     outcome = dec.status
+                    break
+                if final and dec.status == "drive" and self._arrived_by_gps(first + dec.index):
+                    log.info("VNM walk: the GPS fix is at the last node (VNM localised on walk index %d): reached",
+                             first + dec.index)
+                    tracker.reset(goals.shape[0] - 1)
+                    outcome = "reached"
                     break
                 if dec.status == "wait":
                     self._command(0.0, 0.0)

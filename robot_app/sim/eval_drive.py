@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.control import advance_along, line_follow_velocity, polyline_distance, waypoint_to_velocity
+from core.control import advance_along, line_follow_velocity, passed_end, polyline_distance, waypoint_to_velocity
 from firmware_bridge.kinematics import twist_to_wheels
 from robot_app.sim.plant import GpsView, WorldPlant
 from robot_app.sim.world import World
@@ -223,6 +223,8 @@ class _StretchFollower:
             v, w, done, lost = self.parts[self.cur][3].step(st)
             if done and self.cur == len(self.parts) - 1 and self.parts[self.cur][0] == "vnm":
                 self._goal_check()  # may add a last GPS stretch
+            elif not (done or lost) and self._arrived_by_gps():
+                return 0.0, 0.0, True, False
             if not done or self.cur == len(self.parts) - 1:
                 return v, w, done, lost
             self.cur += 1
@@ -231,6 +233,17 @@ class _StretchFollower:
             f.reset(0)
             if mode == "vnm":  # the navigator's rule (robot_app.vnm_navigator.stretch_yaw)
                 self.align = self._stretch_yaw(self.xy, self.heading, lo, hi)
+
+    def _arrived_by_gps(self) -> bool:
+        """The navigator's GPS arrival on the final VNM stretch: localised within ``window`` nodes of the end
+        and the fix at or past the last node within ``gps_goal_check_m`` (:func:`core.control.passed_end`)."""
+        mode, lo, _hi, f = self.parts[self.cur]
+        k = self.xy.shape[0]
+        if (self.gps is None or not self.p.gps_goal_check_m > 0 or mode != "vnm" or self.cur != len(self.parts) - 1
+                or lo + f.tracker.index < k - 1 - self.p.window):
+            return False
+        g = self.gps.state()
+        return passed_end(self.xy, g.x_m, g.y_m, radius_m=self.p.gps_goal_check_m)
 
     def _goal_check(self) -> None:
         """The navigator's GPS check of the VNM's "reached" (``gps_goal_check_m``): with the fix farther

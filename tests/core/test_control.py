@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from core.control import (WindowLocaliser, advance_along, faces_travel, line_follow_velocity, polyline_distance,
-                          waypoint_to_velocity, wrap_angle)
+from core.control import (WindowLocaliser, advance_along, faces_travel, line_follow_velocity, passed_end,
+                          polyline_distance, waypoint_to_velocity, wrap_angle)
 
 
 def test_waypoint_rule_matches_gnm():
@@ -112,3 +112,14 @@ def test_polyline_distance_to_segments_ends_and_single_points():
     for bad in (np.zeros((0, 2)), np.zeros((3,)), np.zeros((2, 3))):
         with pytest.raises(ValueError, match="polyline_distance"):
             polyline_distance(bad, 0.0, 0.0)
+
+
+def test_passed_end_needs_the_radius_and_the_far_side_of_the_last_node():
+    walk = np.array([[0.0, 0.0], [5.0, 0.0], [10.0, 0.0], [10.3, 0.0]])  # last leg from (5, 0): 1 m rule
+    assert passed_end(walk, 11.0, 0.5, radius_m=3.0)  # just past the end
+    assert passed_end(walk, 10.3, 2.9, radius_m=3.0)  # beside the end, on the line square to the last leg
+    assert not passed_end(walk, 9.5, 0.0, radius_m=3.0)  # before it
+    assert not passed_end(walk, 14.0, 0.0, radius_m=3.0)  # past it, but farther than the radius
+    assert not passed_end(walk, 11.0, 0.0, radius_m=0.0)
+    assert passed_end(np.array([[2.0, 2.0]]), 2.5, 1.5, radius_m=1.0)  # one node: the radius alone
+    assert passed_end(np.array([[0.0, 0.0], [0.5, 0.0]]), 0.0, 0.8, radius_m=1.0)

@@ -72,7 +72,8 @@ def test_vnm_loop_runs_within_limits_and_stops(tmp_path, vnm_export):
 def test_vnm_stretch_ends_lost_when_gps_puts_the_robot_off_the_walk(tmp_path, vnm_export):
     """The arg-min always names a node (never lost by distance here), so only GPS can tell the robot is off
     the walk: node positions 60 m north of the robot end the stretch lost at once, positions around it
-    do not (the run ends by its time limit)."""
+    do not (the run ends by its time limit: this VNM never reports the goal), and a walk whose last node
+    lies 1 m behind the robot ends reached by GPS (the robot is past it)."""
     import cv2
 
     models = tmp_path / "models"
@@ -101,7 +102,7 @@ def test_vnm_stretch_ends_lost_when_gps_puts_the_robot_off_the_walk(tmp_path, vn
             try:
                 await app.base.wait_connected(10.0)
                 out = []
-                for north_m in (60.0, -3.0):
+                for north_m in (60.0, -3.0, -7.0):
                     nav = VnmNavigator(app, app.vnm_model(), lost_steps=1e9, close_steps=-1.0, timeout_s=3.0,
                                        goal_close=True, gps_navigator=GpsNavigator(app))
                     out.append(await nav.follow(jpegs, walk_latlon=walk(north_m)))
@@ -110,7 +111,8 @@ def test_vnm_stretch_ends_lost_when_gps_puts_the_robot_off_the_walk(tmp_path, vn
                 await asyncio.wait_for(task, 10.0)
             return out
 
-    off, on = asyncio.run(main_())
+    off, on, past = asyncio.run(main_())
     assert base.vnm_nav.max_off_walk_m == 10.0
     assert off.outcome == "lost" and off.duration_s < 2.5
     assert on.outcome == "stuck"
+    assert past.outcome == "reached" and past.final_index == 3 and past.duration_s < 2.5
