@@ -58,10 +58,13 @@ class DriveParams:
     max_disengagements: int = 10
     window: int = 4
     close_steps: float = 3.0
-    # the sim VNM's negatives are trained to 30 steps (1.5 x its 0-20 range, robot_app.sim.vnm_data), so a
-    # step finds no node above 26, not above 20 (its far but real matches); chosen on the development
-    # drives (robot_app.sim.vnm_devdrive); None: the top of the VNM's trained range, GNM's rule
-    lost_steps: float | None = 26.0
+    # 1000: no step is "lost" by its distance, the arg-min always localises, as in GNM's deployment loop
+    # (visualnav-transformer navigate.py has no such threshold); the judge's off-walk limit stops a robot
+    # that has lost the walk. The sim VNM rejects places it cannot reach (trained to 30 steps, 1.5 x its
+    # 0-20 range), and at a turn every node of the window is such a place for a few steps: stopping
+    # there left it standing until it counted as lost. Chosen on the development drives
+    # (robot_app.sim.vnm_devdrive, README "Sim VNM"); None: the top of the VNM's trained range
+    lost_steps: float | None = 1000.0
     max_lost_steps: int = 12
     waypoint_index: int = 2
     goal_close: bool = False

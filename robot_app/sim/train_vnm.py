@@ -66,8 +66,8 @@ class _Plan:
     eval_stride: int
 
 
-_FULL = _Plan(train_drives_per_world=12, train_repeats=3, train_route_m=90.0, heldout_routes_per_world=2,
-              heldout_route_m=60.0, epochs=4, goals_per_anchor=4, batch_anchors=32, lr=2e-3, eval_stride=3)
+_FULL = _Plan(train_drives_per_world=24, train_repeats=3, train_route_m=90.0, heldout_routes_per_world=2,
+              heldout_route_m=60.0, epochs=12, goals_per_anchor=4, batch_anchors=32, lr=2e-3, eval_stride=3)
 _QUICK = _Plan(train_drives_per_world=2, train_repeats=2, train_route_m=25.0, heldout_routes_per_world=1, heldout_route_m=20.0,
                epochs=1, goals_per_anchor=4, batch_anchors=32, lr=2e-3, eval_stride=4)
 

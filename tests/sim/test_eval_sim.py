@@ -209,8 +209,8 @@ def test_vnm_drive_takes_gps_where_the_node_images_face_away_from_the_walk():
 
 
 def test_vnm_drive_gps_goal_check_drives_the_rest_when_the_vnm_stops_short():
-    """GNM's end rule (1 confirm step) stops the sim VNM a few metres before the end of a 55 m stretch;
-    with the GPS goal check the GPS navigator drives the rest."""
+    """GNM's end rule (1 confirm step) stops the sim VNM short of the end of a 55 m stretch (it localises on
+    the last node early); with the GPS goal check the GPS navigator drives the rest."""
     pytest.importorskip("pybullet")
     from models.vnm import open_vnm
     from robot_app.sim.vnm_follow import route_nodes
@@ -226,8 +226,28 @@ def test_vnm_drive_gps_goal_check_drives_the_rest_when_the_vnm_stops_short():
                           params=DriveParams(goal_confirm_steps=1, gps_goal_check_m=check_m, gps_noise_m=0.0), seed=1)
 
     short, checked = drive(0.0), drive(1.0)
-    assert short.gps_m == 0.0 and short.final_error_m > 1.5  # the premise: the VNM alone stops short
-    assert checked.gps_m > 1.0 and checked.final_error_m < 1.0 and checked.total_disengagements == 0
+    assert short.gps_m == 0.0 and short.final_error_m > 1.0  # the premise: the VNM alone stops short
+    assert checked.gps_m > 0.5 and checked.final_error_m < 1.0 and checked.total_disengagements == 0
+
+
+def test_vnm_drive_ends_reached_by_gps_when_the_vnm_does_not_confirm_the_last_node():
+    """A VNM that never confirms the goal (goal_confirm_steps far above what a 15 m stretch gives) drives on
+    past the end; with the walk's positions, the GPS fix at or past the last node ends it reached there."""
+    pytest.importorskip("pybullet")
+    from models.vnm import open_vnm
+    from robot_app.sim.vnm_follow import route_nodes
+
+    shipped = Path(__file__).resolve().parents[2] / "robot_app" / "data" / "models" / "sim"
+    world = load_world("campus")
+    images, poses = route_nodes(world, np.array([[0.0, -85.0], [0.0, -70.0]]), spacing_m=1.0, seed=11)
+    vnm = open_vnm(shipped)
+    params = DriveParams(goal_confirm_steps=1000, gps_noise_m=0.0, max_disengagements=1, time_limit_s=60.0)
+    kw = dict(mode="vnm", vnm=vnm, node_images=list(images), camera={"width": 160, "height": 120, "hfov_deg": 90.0},
+              params=params, seed=1)
+    blind = drive_walk(world, poses[:, :2], **kw)
+    assert not blind.reached  # the premise: without positions it never stops at the end
+    res = drive_walk(world, poses[:, :2], walk_gps_xy=poses[:, :2], node_heading_rad=poses[:, 2], **kw)
+    assert res.reached and res.total_disengagements == 0 and res.gps_m == 0.0 and res.final_error_m < 3.0
 
 
 # --- end to end ----------------------------------------------------------------------------------------
