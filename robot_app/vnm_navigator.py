@@ -410,29 +410,34 @@ class VnmNavigator:
         self.stretches = self.stretches + [("gps", j, k - 1)]
         return await self._follow_gps(walk_latlon, j, k - 1, final=True, t0=t0)
 
+    def _fresh_fix_xy(self) -> tuple[float, float] | None:
+        """The GPS pose estimate's position (UTM m) when the walk has positions and the fix is fresh."""
+        gps = self.gps_navigator
+        if self._walk_xy is None or gps is None:
+            return None
+        est = gps.estimator
+        if time.monotonic() - est.fix_t_mono_s > self.app.config.serial.gps_max_age_s:
+            return None
+        return est.x_m, est.y_m
+
     def _arrived_by_gps(self, index: int) -> bool:
         """The VNM localises at walk index ``index``, within ``window`` nodes of the walk's end, and a fresh
         GPS fix is at or past the last node within ``gps_goal_check_m`` (0: never)."""
-        gps, xy = self.gps_navigator, self._walk_xy
-        if xy is None or gps is None or not self.gps_goal_check_m > 0 or index < xy.shape[0] - 1 - self.rules.window:
+        xy = self._walk_xy
+        if xy is None or not self.gps_goal_check_m > 0 or index < xy.shape[0] - 1 - self.rules.window:
             return False
-        est = gps.estimator
-        if time.monotonic() - est.fix_t_mono_s > self.app.config.serial.gps_max_age_s:
-            return False
-        return passed_end(xy, est.x_m, est.y_m, radius_m=self.gps_goal_check_m)
+        fix = self._fresh_fix_xy()
+        return fix is not None and passed_end(xy, *fix, radius_m=self.gps_goal_check_m)
 
     def _off_walk_m(self, first: int, n: int) -> float | None:
         """The distance (m) of a fresh GPS fix from the VNM stretch's nodes (walk indices first ..
         first + n - 1) when it is more than ``max_off_walk_m``, else None (also without positions, a GPS
         navigator or a fresh fix). The VNM's arg-min always names some node, so a robot that has lost the
         walk visually would drive on; GPS tells it is off."""
-        gps, xy = self.gps_navigator, self._walk_xy
-        if xy is None or gps is None or not self.max_off_walk_m > 0:
+        fix = self._fresh_fix_xy() if self.max_off_walk_m > 0 else None
+        if fix is None:
             return None
-        est = gps.estimator
-        if time.monotonic() - est.fix_t_mono_s > self.app.config.serial.gps_max_age_s:
-            return None
-        off = polyline_distance(xy[first:first + n], est.x_m, est.y_m)
+        off = polyline_distance(self._walk_xy[first:first + n], *fix)
         return off if off > self.max_off_walk_m else None
 
     async def _align(self, yaw_rad: float, *, tolerance_rad: float = math.radians(20.0)) -> None:
@@ -529,9 +534,9 @@ class VnmNavigator:
                 if dec.status in ("lost", "reached"):
                     outcome = dec.status
                     break
-                if final and dec.status == "drive" and self._arrived_by_gps(first + dec.index):
+                if final and self._arrived_by_gps(first + tracker.index):  # "drive" or "wait" here
                     log.info("VNM walk: the GPS fix is at the last node (VNM localised on walk index %d): reached",
-                             first + dec.index)
+                             first + tracker.index)
                     tracker.reset(goals.shape[0] - 1)
                     outcome = "reached"
                     break
