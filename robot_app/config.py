@@ -252,8 +252,9 @@ class VnmNavConfig:
                                        "with positions)")
     max_off_walk_m: float = _opt(10.0, min=0.0, max=1000.0,
                                  doc="a VNM stretch ends lost (the mission re-plans from the GPS fix) when a "
-                                     "fresh GPS fix is farther than this from the stretch's nodes (0 = off; "
-                                     "needs a map with positions; keep it well above the receiver's error)")
+                                     "fresh GPS fix is farther than this from the stretch's nodes, after one "
+                                     "has been within it (0 = off; needs a map with positions; keep it well "
+                                     "above the receiver's error)")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ GPS fix is more than ``[vnm_nav] gps_goal_check_m`` from the last node, the GPS 
 when the VNM localises near the end but has not reported the goal, a GPS fix at or past the last node
 within that distance ends the walk reached (a VNM that does not recognise the last node drove on past it).
 A VNM stretch also ends ``lost`` when a fresh GPS fix is more than ``[vnm_nav] max_off_walk_m`` from its
-nodes (the arg-min always names a node, so a robot that lost the walk visually would otherwise drive on).
+nodes after one has been within that distance (the arg-min always names a node, so a robot that lost the
+walk visually would otherwise drive on).
 
 The localisation and subgoal rules live in :class:`WalkTracker` (pure numpy, no I/O), which the
 simulated drivers (:mod:`robot_app.sim.vnm_follow`, :mod:`robot_app.sim.eval_drive`) step too, so the
@@ -293,6 +294,7 @@ class VnmNavigator:
         self._walk_xy = None
         self._trace: list = []
         self._gps_live = None  # (lo, hi, began_s) while a GPS stretch runs
+        self._arrived_m = None  # GPS distance (m) to the last node when the last stretch ended by GPS arrival
 
     @property
     def trace(self) -> list:
@@ -352,7 +354,7 @@ class VnmNavigator:
         driver: 0 VNM / 1 GPS).
         """
         vnm = self.vnm
-        self._trace, self._gps_live = [], None  # kept on the navigator so a cancelled run still has it
+        self._trace, self._gps_live, self._arrived_m = [], None, None  # kept so a cancelled run still has it
         self.stretches = stretches = self.plan_stretches(len(node_jpegs), walk_latlon, node_heading_rad)
         heading = None if node_heading_rad is None else np.asarray(node_heading_rad, dtype=np.float64).reshape(-1)
         goals = await asyncio.to_thread(lambda: vnm.preprocess_many([_rgb(j) for j in node_jpegs]))
@@ -375,8 +377,8 @@ class VnmNavigator:
                 if report.outcome != "reached":
                     break
             else:
-                if stretches[-1][0] == "vnm" and self._walk_xy is not None:
-                    report = await self._goal_check(walk_latlon, report, t0)
+                if stretches[-1][0] == "vnm" and self._walk_xy is not None and self._arrived_m is None:
+                    report = await self._goal_check(walk_latlon, report, t0)  # GPS arrival: checked already
         finally:
             if sensing is not None:
                 sensing.cancel()
@@ -420,25 +422,26 @@ class VnmNavigator:
             return None
         return est.x_m, est.y_m
 
-    def _arrived_by_gps(self, index: int) -> bool:
-        """The VNM localises at walk index ``index``, within ``window`` nodes of the walk's end, and a fresh
-        GPS fix is at or past the last node within ``gps_goal_check_m`` (0: never)."""
+    def _arrived_by_gps(self, index: int) -> float | None:
+        """With the VNM localised at walk index ``index``, within ``window`` nodes of the walk's end, and a
+        fresh GPS fix at or past the last node within ``gps_goal_check_m`` (0: never): the fix's distance
+        (m) to the last node; else None."""
         xy = self._walk_xy
         if xy is None or not self.gps_goal_check_m > 0 or index < xy.shape[0] - 1 - self.rules.window:
-            return False
+            return None
         fix = self._fresh_fix_xy()
-        return fix is not None and passed_end(xy, *fix, radius_m=self.gps_goal_check_m)
+        if fix is None or not passed_end(xy, *fix, radius_m=self.gps_goal_check_m):
+            return None
+        return float(math.hypot(fix[0] - xy[-1, 0], fix[1] - xy[-1, 1]))
 
-    def _off_walk_m(self, first: int, n: int) -> float | None:
+    def _walk_distance_m(self, first: int, n: int) -> float | None:
         """The distance (m) of a fresh GPS fix from the VNM stretch's nodes (walk indices first ..
-        first + n - 1) when it is more than ``max_off_walk_m``, else None (also without positions, a GPS
-        navigator or a fresh fix). The VNM's arg-min always names some node, so a robot that has lost the
-        walk visually would drive on; GPS tells it is off."""
-        fix = self._fresh_fix_xy() if self.max_off_walk_m > 0 else None
+        first + n - 1); None without positions, a GPS navigator, a fresh fix or a finite distance."""
+        fix = self._fresh_fix_xy()
         if fix is None:
             return None
         off = polyline_distance(self._walk_xy[first:first + n], *fix)
-        return off if off > self.max_off_walk_m else None
+        return off if math.isfinite(off) else None
 
     async def _align(self, yaw_rad: float, *, tolerance_rad: float = math.radians(20.0)) -> None:
         """Turn in place until the pose estimate's heading is within ``tolerance_rad`` of ``yaw_rad`` (CCW
@@ -501,6 +504,12 @@ class VnmNavigator:
         t_start = time.monotonic()
         trace = self._trace
         outcome, best_d = "cancelled", float("inf")
+        # the GPS off-walk guard arms once a fix is within max_off_walk_m of the stretch: a route job may
+        # start up to [mission] start_max_distance_m from the walk, and a re-plan starts at the map node
+        # nearest the fix, which may be farther than that; the VNM's arg-min always names some node, so a
+        # robot that has lost the walk visually would otherwise drive on
+        guard = self.max_off_walk_m > 0 and self._walk_xy is not None
+        armed = False
         try:
             while True:
                 now = time.monotonic()
@@ -521,8 +530,10 @@ class VnmNavigator:
                 if not ctx.ready:
                     await asyncio.sleep(period)
                     continue
-                off = self._off_walk_m(first, goals.shape[0])
-                if off is not None:
+                off = self._walk_distance_m(first, goals.shape[0]) if guard else None
+                if off is not None and off <= self.max_off_walk_m:
+                    armed = True
+                elif off is not None and armed:
                     log.warning("VNM stretch: the GPS fix is %.1f m from the walk (more than [vnm_nav] "
                                 "max_off_walk_m = %.1f): lost", off, self.max_off_walk_m)
                     outcome = "lost"
@@ -534,10 +545,12 @@ class VnmNavigator:
                 if dec.status in ("lost", "reached"):
                     outcome = dec.status
                     break
-                if final and self._arrived_by_gps(first + tracker.index):  # "drive" or "wait" here
+                arrived_m = self._arrived_by_gps(first + tracker.index) if final else None  # "drive" or "wait"
+                if arrived_m is not None:
                     log.info("VNM walk: the GPS fix is at the last node (VNM localised on walk index %d): reached",
                              first + tracker.index)
                     tracker.reset(goals.shape[0] - 1)
+                    self._arrived_m = arrived_m
                     outcome = "reached"
                     break
                 if dec.status == "wait":
@@ -557,4 +570,6 @@ class VnmNavigator:
                  first + tracker.index)
         # the best predicted distance in steps, as metres at the speed the waypoints are scaled with
         to_goal_m = best_d * self.max_v_mps / vnm.frame_rate_hz if np.isfinite(best_d) else float("inf")
+        if final and self._arrived_m is not None:  # ended by GPS arrival: the fix's distance to the last node
+            to_goal_m = self._arrived_m
         return RunReport(outcome, first + tracker.index, to_goal_m, time.monotonic() - t_start, [])

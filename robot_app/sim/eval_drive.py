@@ -59,8 +59,9 @@ class DriveParams:
     window: int = 4
     close_steps: float = 3.0
     # 1000: no step is "lost" by its distance, the arg-min always localises, as in GNM's deployment loop
-    # (visualnav-transformer navigate.py has no such threshold); the judge's off-walk limit stops a robot
-    # that has lost the walk. The sim VNM rejects places it cannot reach (trained to 30 steps, 1.5 x its
+    # (visualnav-transformer navigate.py has no such threshold); here the judge's off-path limit (6 m, true
+    # position) stops a robot that has lost the walk, on the robot the GPS off-walk guard ([vnm_nav]
+    # max_off_walk_m, 10 m, which this driver does not model: the judge always acts first). The sim VNM rejects places it cannot reach (trained to 30 steps, 1.5 x its
     # 0-20 range), and at a turn every node of the window is such a place for a few steps: stopping
     # there left it standing until it counted as lost. Chosen on the development drives
     # (robot_app.sim.vnm_devdrive, README "Sim VNM"); None: the top of the VNM's trained range

@@ -123,3 +123,6 @@ def test_passed_end_needs_the_radius_and_the_far_side_of_the_last_node():
     assert not passed_end(walk, 11.0, 0.0, radius_m=0.0)
     assert passed_end(np.array([[2.0, 2.0]]), 2.5, 1.5, radius_m=1.0)  # one node: the radius alone
     assert passed_end(np.array([[0.0, 0.0], [0.5, 0.0]]), 0.0, 0.8, radius_m=1.0)
+    # the leg is taken from the last node at least 1 m before the end: east here, not the 0.5 m hop north
+    hook = np.array([[0.0, 0.0], [10.0, 0.0], [10.0, 0.5]])
+    assert passed_end(hook, 11.0, 0.0, radius_m=3.0) and not passed_end(hook, 9.5, 1.0, radius_m=3.0)

@@ -69,11 +69,32 @@ def test_vnm_loop_runs_within_limits_and_stops(tmp_path, vnm_export):
     assert abs(after.v_mps) < 0.05
 
 
-def test_vnm_stretch_ends_lost_when_gps_puts_the_robot_off_the_walk(tmp_path, vnm_export):
-    """The arg-min always names a node (never lost by distance here), so only GPS can tell the robot is off
-    the walk: node positions 60 m north of the robot end the stretch lost at once, positions around it
-    do not (the run ends by its time limit: this VNM never reports the goal), and a walk whose last node
-    lies 1 m behind the robot ends reached by GPS (the robot is past it)."""
+class _ScriptedGps(GpsNavigator):
+    """The GPS navigator with its fix scripted in metres ENU from ORIGIN over the seconds since the first
+    read (a fresh fix on every read): the robot's position is the test's input, not the plant's."""
+
+    def __init__(self, app, script):
+        super().__init__(app)
+        self.script, self.t0 = script, None
+
+    def sense(self) -> bool:
+        import time
+
+        now = time.monotonic()
+        self.t0 = now if self.t0 is None else self.t0
+        east, north = self.script(now - self.t0)
+        lat, lon = enu_to_latlon(np.array([[east, north]]), anchor=ORIGIN)
+        est = self.estimator
+        (est.x_m, est.y_m), est.fix_t_mono_s = est.to_xy(lat, lon)[0], now
+        return True
+
+
+def test_vnm_stretch_gps_guard_and_arrival(tmp_path, vnm_export):
+    """The arg-min always names a node (never lost by distance here, and this VNM never reports the goal),
+    so only GPS ends these runs early: a fix that was on the walk and then 30 m off it ends the stretch
+    lost; a walk 60 m away from the first fix never arms the guard (a route job may start farther than
+    max_off_walk_m from its walk) and the run ends by its time limit, as it does on the walk; a fix 1 m
+    past the last node ends it reached, with that distance to the goal."""
     import cv2
 
     models = tmp_path / "models"
@@ -86,9 +107,9 @@ def test_vnm_stretch_ends_lost_when_gps_puts_the_robot_off_the_walk(tmp_path, vn
     base = Config()
     ports = tmp_path / "ports"
     ports.mkdir()
-
-    def walk(north_m):
-        return enu_to_latlon(np.array([[0.0, north_m + 2.0 * k] for k in range(4)]), anchor=ORIGIN)
+    walk = enu_to_latlon(np.array([[0.0, 2.0 * k] for k in range(4)]), anchor=ORIGIN)  # 0-6 m north
+    scripts = {"off": lambda t: (0.0, 2.0) if t < 2.5 else (30.0, 2.0),  # the context fills in ~1.5 s
+               "far": lambda t: (0.0, 66.0), "on": lambda t: (0.5, 3.0), "past": lambda t: (0.0, 7.0)}
 
     async def main_():
         async with SimulatedDevices(ports, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
@@ -101,18 +122,42 @@ def test_vnm_stretch_ends_lost_when_gps_puts_the_robot_off_the_walk(tmp_path, vn
             task = asyncio.ensure_future(app.run())
             try:
                 await app.base.wait_connected(10.0)
-                out = []
-                for north_m in (60.0, -3.0, -7.0):
-                    nav = VnmNavigator(app, app.vnm_model(), lost_steps=1e9, close_steps=-1.0, timeout_s=3.0,
-                                       goal_close=True, gps_navigator=GpsNavigator(app))
-                    out.append(await nav.follow(jpegs, walk_latlon=walk(north_m)))
+                out = {}
+                for name, script in scripts.items():
+                    nav = VnmNavigator(app, app.vnm_model(), lost_steps=1e9, close_steps=-1.0, timeout_s=5.0,
+                                       goal_close=True, gps_navigator=_ScriptedGps(app, script))
+                    out[name] = await nav.follow(jpegs, walk_latlon=walk)
             finally:
                 app.request_stop()
                 await asyncio.wait_for(task, 10.0)
             return out
 
-    off, on, past = asyncio.run(main_())
+    r = asyncio.run(main_())
     assert base.vnm_nav.max_off_walk_m == 10.0
-    assert off.outcome == "lost" and off.duration_s < 2.5
-    assert on.outcome == "stuck"
-    assert past.outcome == "reached" and past.final_index == 3 and past.duration_s < 2.5
+    assert r["off"].outcome == "lost" and 1.0 < r["off"].duration_s < 4.0
+    assert r["far"].outcome == "stuck" and r["on"].outcome == "stuck"
+    assert r["past"].outcome == "reached" and r["past"].final_index == 3 and r["past"].duration_s < 4.0
+    assert abs(r["past"].distance_to_goal_m - 1.0) < 0.05
+
+
+def test_gps_arrival_needs_the_last_window_and_a_fresh_fix():
+    """The arrival check on walk indices (a final stretch that starts at walk index 5 of 16, window 4)."""
+    from types import SimpleNamespace
+
+    from robot_app.navigator import PoseEstimator
+
+    import time
+
+    est = PoseEstimator()
+    nav = VnmNavigator(SimpleNamespace(config=Config(), camera=None), SimpleNamespace(len_traj_pred=5),
+                       gps_navigator=SimpleNamespace(estimator=est))
+    nav._walk_xy = np.array([[0.0, 2.0 * k] for k in range(16)])
+    est.x_m, est.y_m, est.fix_t_mono_s = 0.0, 31.0, time.monotonic()  # 1 m past the last node (0, 30)
+    assert nav._arrived_by_gps(11) == 1.0 and nav._arrived_by_gps(10) is None  # 15 - 4 = 11 is the first
+    est.y_m = 29.0
+    assert nav._arrived_by_gps(15) is None  # before the last node
+    est.y_m, est.fix_t_mono_s = 31.0, time.monotonic() - 10.0
+    assert nav._arrived_by_gps(15) is None  # a stale fix
+    assert nav._walk_distance_m(5, 11) is None
+    est.x_m, est.y_m, est.fix_t_mono_s = 12.0, 13.0, time.monotonic()
+    assert nav._walk_distance_m(5, 4) == 12.0 and nav._walk_distance_m(0, 2) > 16.0  # the stretch's nodes only
