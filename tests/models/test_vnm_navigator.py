@@ -19,7 +19,9 @@ from robot_app.vnm_navigator import VnmNavigator
 from tests.robot_app.test_record_a_map import ORIGIN, write_video
 
 
-def test_vnm_loop_runs_within_limits_and_stops(tmp_path, vnm_export):
+def _camera_and_models(tmp_path, vnm_export, n_jpegs: int):
+    """The VNM export in a models folder, a video file for the camera, its first frames as JPEG node
+    images and a folder for the virtual ports."""
     import cv2
 
     models = tmp_path / "models"
@@ -27,23 +29,28 @@ def test_vnm_loop_runs_within_limits_and_stops(tmp_path, vnm_export):
     video = tmp_path / "cam.avi"
     write_video(video, n=40)
     cap = cv2.VideoCapture(str(video))
-    jpegs = []
-    for _ in range(6):
-        ok, img = cap.read()
-        jpegs.append(cv2.imencode(".jpg", img)[1].tobytes())
+    jpegs = [cv2.imencode(".jpg", cap.read()[1])[1].tobytes() for _ in range(n_jpegs)]
     cap.release()
-    base = Config()
     ports = tmp_path / "ports"
     ports.mkdir()
+    return models, video, jpegs, ports
+
+
+def _app_config(base: Config, sim, models, video) -> Config:
+    return dataclasses.replace(
+        base, serial=dataclasses.replace(base.serial, base_port=str(sim.ports["jackal"])),
+        paths=dataclasses.replace(base.paths, models_dir=str(models)),
+        camera=dataclasses.replace(base.camera, source=str(video), fps=15.0),
+        ui=dataclasses.replace(base.ui, enabled=False))
+
+
+def test_vnm_loop_runs_within_limits_and_stops(tmp_path, vnm_export):
+    models, video, jpegs, ports = _camera_and_models(tmp_path, vnm_export, 6)
+    base = Config()
 
     async def main_():
         async with SimulatedDevices(ports, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
-            cfg = dataclasses.replace(
-                base, serial=dataclasses.replace(base.serial, base_port=str(sim.ports["jackal"])),
-                paths=dataclasses.replace(base.paths, models_dir=str(models)),
-                camera=dataclasses.replace(base.camera, source=str(video), fps=15.0),
-                ui=dataclasses.replace(base.ui, enabled=False))
-            app = App(cfg)
+            app = App(_app_config(base, sim, models, video))
             assert app.models["vnm"] == "installed"
             task = asyncio.ensure_future(app.run())
             try:
@@ -95,30 +102,15 @@ def test_vnm_stretch_gps_guard_and_arrival(tmp_path, vnm_export):
     lost; a walk 60 m away from the first fix never arms the guard (a route job may start farther than
     max_off_walk_m from its walk) and the run ends by its time limit, as it does on the walk; a fix 1 m
     past the last node ends it reached, with that distance to the goal."""
-    import cv2
-
-    models = tmp_path / "models"
-    shutil.copytree(vnm_export[0], models)
-    video = tmp_path / "cam.avi"
-    write_video(video, n=40)
-    cap = cv2.VideoCapture(str(video))
-    jpegs = [cv2.imencode(".jpg", cap.read()[1])[1].tobytes() for _ in range(4)]
-    cap.release()
+    models, video, jpegs, ports = _camera_and_models(tmp_path, vnm_export, 4)
     base = Config()
-    ports = tmp_path / "ports"
-    ports.mkdir()
     walk = enu_to_latlon(np.array([[0.0, 2.0 * k] for k in range(4)]), anchor=ORIGIN)  # 0-6 m north
     scripts = {"off": lambda t: (0.0, 2.0) if t < 2.5 else (30.0, 2.0),  # the context fills in ~1.5 s
                "far": lambda t: (0.0, 66.0), "on": lambda t: (0.5, 3.0), "past": lambda t: (0.0, 7.0)}
 
     async def main_():
         async with SimulatedDevices(ports, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
-            cfg = dataclasses.replace(
-                base, serial=dataclasses.replace(base.serial, base_port=str(sim.ports["jackal"])),
-                paths=dataclasses.replace(base.paths, models_dir=str(models)),
-                camera=dataclasses.replace(base.camera, source=str(video), fps=15.0),
-                ui=dataclasses.replace(base.ui, enabled=False))
-            app = App(cfg)
+            app = App(_app_config(base, sim, models, video))
             task = asyncio.ensure_future(app.run())
             try:
                 await app.base.wait_connected(10.0)
