@@ -16,6 +16,9 @@ y left; v in m/s, omega in rad/s.
   goal images that face away from the robot and cannot be followed visually.
 - :func:`advance_along`: progress along a walk polyline that only moves forward (pure pursuit's
   projection, limited to a window ahead so that a walk folding back over itself is followed in order).
+- :func:`near_sharp_turns`: the walk nodes around its sharp turns (the VNM navigator drives those by GPS
+  when ``[vnm_nav] gps_at_turns_deg`` is set: at a junction the node after the turn shows a view the robot
+  cannot see yet, and a weak VNM loses the walk there).
 - :func:`passed_end`: whether a position is at or past a walk's last node (within a radius of it, on or
   beyond the line through it square to the last leg): the VNM navigator's GPS arrival check.
 - :func:`polyline_distance`: the distance of a point from a walk's polyline (the VNM navigator's GPS
@@ -105,6 +108,52 @@ def advance_along(walk_xy_m: np.ndarray, arc_m: np.ndarray, progress_m: float, x
     s = np.linspace(progress_m, min(progress_m + span_m, arc_m[-1]), samples)
     px, py = np.interp(s, arc_m, walk_xy_m[:, 0]), np.interp(s, arc_m, walk_xy_m[:, 1])
     return max(progress_m, float(s[int(np.argmin(np.hypot(px - x_m, py - y_m)))]))
+
+
+def near_sharp_turns(walk_xy_m, *, min_turn_rad: float, span_m: float = 4.0, before_m: float = 6.0,
+                     after_m: float = 3.0) -> np.ndarray:
+    """Which nodes of a walk lie near a sharp turn.
+
+    The turn at node k is the angle between the walk's direction over the ``span_m`` metres before it and
+    over the ``span_m`` metres after it (points interpolated along the walk; none at the walk's first and
+    last ``span_m / 2`` metres). Nodes from ``before_m`` before a node turning more than ``min_turn_rad``
+    to ``after_m`` after it (along the walk) are marked.
+
+    Parameters
+    ----------
+    walk_xy_m : (K, 2) float, node positions in walk order, ENU / UTM metres.
+    min_turn_rad : float in (0, pi]; span_m > 0, before_m >= 0, after_m >= 0: metres.
+
+    Returns
+    -------
+    (K,) bool
+
+    Raises
+    ------
+    ValueError
+        A shape other than (K, 2), a non-finite position or a parameter out of range.
+    """
+    xy = np.asarray(walk_xy_m, dtype=np.float64)
+    if xy.ndim != 2 or xy.shape[1] != 2:
+        raise ValueError(f"near_sharp_turns: walk_xy_m (K, 2) expected, got {xy.shape}")
+    if not np.isfinite(xy).all():
+        raise ValueError("near_sharp_turns: walk_xy_m has a non-finite position")
+    if not (0.0 < min_turn_rad <= math.pi and span_m > 0 and before_m >= 0 and after_m >= 0):
+        raise ValueError(f"near_sharp_turns: 0 < min_turn_rad <= pi, span_m > 0, before_m, after_m >= 0 "
+                         f"expected, got {min_turn_rad}, {span_m}, {before_m}, {after_m}")
+    k = xy.shape[0]
+    out = np.zeros(k, dtype=bool)
+    if k < 3:
+        return out
+    arc = np.concatenate([[0.0], np.cumsum(np.hypot(*np.diff(xy, axis=0).T))])
+    back = np.stack([np.interp(np.maximum(arc - span_m, 0.0), arc, xy[:, j]) for j in (0, 1)], axis=1)
+    ahead = np.stack([np.interp(np.minimum(arc + span_m, arc[-1]), arc, xy[:, j]) for j in (0, 1)], axis=1)
+    u, v = xy - back, ahead - xy
+    ok = (np.hypot(u[:, 0], u[:, 1]) >= 0.5 * span_m) & (np.hypot(v[:, 0], v[:, 1]) >= 0.5 * span_m)
+    turn = np.abs((np.arctan2(v[:, 1], v[:, 0]) - np.arctan2(u[:, 1], u[:, 0]) + math.pi) % (2.0 * math.pi) - math.pi)
+    for i in np.flatnonzero(ok & (turn > min_turn_rad)):
+        out |= (arc >= arc[i] - before_m) & (arc <= arc[i] + after_m)
+    return out
 
 
 def passed_end(walk_xy_m: np.ndarray, x_m: float, y_m: float, *, radius_m: float) -> bool:

@@ -246,6 +246,10 @@ class VnmNavConfig:
                                                  "direction) with the GPS navigator, the rest with the VNM")
     min_vnm_nodes: int = _opt(3, min=1, max=1000, doc="with gps_where_facing_away: a run of facing node images shorter "
                                                      "than this is driven by GPS too")
+    gps_at_turns_deg: float = _opt(0.0, min=0.0, max=180.0,
+                                   doc="with gps_where_facing_away: the walk from 6 m before to 3 m after a turn "
+                                       "sharper than this (degrees) is driven by GPS too (0 = off; the sim demo "
+                                       "sets 50: its stand-in VNM loses walks at junctions)")
     gps_goal_check_m: float = _opt(3.0, min=0.0, max=100.0,
                                    doc="when the VNM reports the goal but the GPS fix is farther than this from "
                                        "the last node, the GPS navigator drives the rest (0 = off; needs a map "

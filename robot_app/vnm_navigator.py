@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.control import faces_travel, passed_end, polyline_distance, waypoint_to_velocity, wrap_angle
+from core.control import faces_travel, near_sharp_turns, passed_end, polyline_distance, waypoint_to_velocity, wrap_angle
 from robot_app.navigator import RunReport
 
 log = logging.getLogger(__name__)
@@ -178,6 +178,26 @@ class WalkTracker:
         return StepDecision("drive", self.index, sub, best)
 
 
+def vnm_nodes(walk_xy_m, heading_rad, *, gps_at_turns_deg: float = 0.0) -> np.ndarray:
+    """(K,) bool: the walk nodes the VNM should drive, the rest go to GPS (:func:`walk_stretches`).
+
+    Those whose image faces the way the walk goes there (:func:`core.control.faces_travel`), less, when
+    ``gps_at_turns_deg`` > 0, those near a turn sharper than that (:func:`core.control.near_sharp_turns`:
+    from 6 m before to 3 m after it; at a junction the node after the turn shows a view the robot cannot
+    see before it has turned). ``walk_xy_m`` (K, 2) UTM / ENU metres, ``heading_rad`` (K,) the map's node
+    headings (NaN unknown).
+
+    Raises
+    ------
+    ValueError
+        From :func:`core.control.faces_travel` / :func:`core.control.near_sharp_turns`.
+    """
+    mask = faces_travel(walk_xy_m, heading_rad)
+    if gps_at_turns_deg > 0:
+        mask &= ~near_sharp_turns(walk_xy_m, min_turn_rad=math.radians(gps_at_turns_deg))
+    return mask
+
+
 def walk_stretches(facing, *, min_vnm_nodes: int = 3) -> list[tuple[str, int, int]]:
     """Split a walk into stretches driven with the VNM and stretches driven by GPS.
 
@@ -288,6 +308,7 @@ class VnmNavigator:
         self.timeout_s = timeout_s
         self.gps_where_facing_away = bool(getattr(nav, "gps_where_facing_away", True))
         self.min_vnm_nodes = int(getattr(nav, "min_vnm_nodes", 3))
+        self.gps_at_turns_deg = float(getattr(nav, "gps_at_turns_deg", 0.0))
         self.gps_goal_check_m = float(getattr(nav, "gps_goal_check_m", 3.0))
         self.max_off_walk_m = float(getattr(nav, "max_off_walk_m", 10.0))
         self.stretches: list[tuple[str, int, int]] = []
@@ -337,7 +358,8 @@ class VnmNavigator:
                 log.warning("VNM walk: %d node images but %d headings; the whole walk goes to the VNM", n_nodes,
                             heading.shape[0])
                 return whole
-            return walk_stretches(faces_travel(xy, heading), min_vnm_nodes=self.min_vnm_nodes)
+            return walk_stretches(vnm_nodes(xy, heading, gps_at_turns_deg=self.gps_at_turns_deg),
+                                  min_vnm_nodes=self.min_vnm_nodes)
         except ValueError as exc:  # a position utm cannot convert: drive it all with the VNM, say why
             log.warning("VNM walk: %s; the whole walk goes to the VNM, no GPS checks", exc)
             self._walk_xy = None

@@ -224,8 +224,9 @@ def context_for(*, world: str, instruction: str | None, out: str | Path, seed: i
                                     # VNM edges only between nodes a few metres apart: the stand-in VNM's
                                     # distances beyond ~10 steps are too rough to join far nodes
                                     candidate_radius_m=DEMO_VNM_RADIUS_M, tau_steps=DEMO_TAU_STEPS),
-        # the sim VNM's "lost" level, as eval sim drives with it (its negatives are trained to 30 steps)
-        vnm_nav=dataclasses.replace(config.vnm_nav, lost_steps=float(DriveParams().lost_steps)))
+        # the sim VNM's "lost" level and GPS at sharp turns, as eval sim drives with them
+        vnm_nav=dataclasses.replace(config.vnm_nav, lost_steps=float(DriveParams().lost_steps),
+                                    gps_at_turns_deg=float(DriveParams().gps_at_turns_deg)))
     return DemoContext(world=w, scenario=sc, config=cfg, out=Path(out), models_dir=models_dir, seed=seed, quick=quick,
                        progress_bars=progress_bars)
 

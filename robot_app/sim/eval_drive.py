@@ -75,6 +75,10 @@ class DriveParams:
     # as [vnm_nav]: stretches whose node images face away from the walk's direction are driven by GPS
     gps_where_facing_away: bool = True
     min_vnm_nodes: int = 3
+    # as [vnm_nav] gps_at_turns_deg (0 there: off for real models): GPS drives from 6 m before to 3 m after
+    # a turn sharper than this; the sim VNM loses walks at junctions. Chosen on the development walks
+    # driven with positions (README "Sim VNM")
+    gps_at_turns_deg: float = 50.0
     gps_goal_check_m: float = 3.0  # as [vnm_nav]: the VNM's "reached" with the GPS fix farther than this -> GPS ends it
     time_limit_s: float | None = None  # None: 2 x the walk's length at max_v_mps + 60 s
 
@@ -329,15 +333,15 @@ def drive_walk(world: World, walk_true_xy, *, mode: str, walk_gps_xy=None, vnm=N
         goals = vnm.preprocess_many(list(node_images))
         ctrl = _VnmFollower(vnm, goals, renderer, params)
         if walk_gps_xy is not None:  # as VnmNavigator.plan_stretches: positions give the GPS stretches and checks
-            from core.control import faces_travel
-            from robot_app.vnm_navigator import walk_stretches
+            from robot_app.vnm_navigator import vnm_nodes, walk_stretches
 
             gxy = np.asarray(walk_gps_xy, dtype=np.float64).reshape(-1, 2)
             heading = None if node_heading_rad is None else np.asarray(node_heading_rad, dtype=np.float64).reshape(-1)
             stretches = [("vnm", 0, truth.shape[0] - 1)]
             if params.gps_where_facing_away and heading is not None:
                 try:
-                    stretches = walk_stretches(faces_travel(gxy, heading), min_vnm_nodes=params.min_vnm_nodes)
+                    stretches = walk_stretches(vnm_nodes(gxy, heading, gps_at_turns_deg=params.gps_at_turns_deg),
+                                               min_vnm_nodes=params.min_vnm_nodes)
                 except ValueError as exc:
                     log.warning("drive: %s; the whole walk goes to the VNM", exc)
 

@@ -3,7 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from core.control import (WindowLocaliser, advance_along, faces_travel, line_follow_velocity, passed_end,
+from core.control import (WindowLocaliser, advance_along, faces_travel, line_follow_velocity, near_sharp_turns,
+                          passed_end,
                           polyline_distance, waypoint_to_velocity, wrap_angle)
 
 
@@ -126,3 +127,19 @@ def test_passed_end_needs_the_radius_and_the_far_side_of_the_last_node():
     # the leg is taken from the last node at least 1 m before the end: east here, not the 0.5 m hop north
     hook = np.array([[0.0, 0.0], [10.0, 0.0], [10.0, 0.5]])
     assert passed_end(hook, 11.0, 0.0, radius_m=3.0) and not passed_end(hook, 9.5, 1.0, radius_m=3.0)
+
+
+def test_near_sharp_turns_marks_the_walk_around_a_corner_only():
+    leg1 = [[0.0, float(y)] for y in range(0, 20)]
+    corner = np.array(leg1 + [[float(x), 19.0] for x in range(1, 20)])  # 90 degrees at (0, 19)
+    m = near_sharp_turns(corner, min_turn_rad=math.radians(50.0))
+    arc = np.concatenate([[0.0], np.cumsum(np.hypot(*np.diff(corner, axis=0).T))])
+    assert m[(arc >= 13.0) & (arc <= 22.0)].all() and not m[(arc < 12.0) | (arc > 23.0)].any()
+    assert not near_sharp_turns(corner, min_turn_rad=math.radians(100.0)).any()  # 90 < 100
+    bend = np.array([[0.0, float(y)] for y in range(0, 20)] + [[0.3 * k, 19.0 + k] for k in range(1, 10)])
+    assert not near_sharp_turns(bend, min_turn_rad=math.radians(50.0)).any()  # a 17-degree bend
+    assert not near_sharp_turns(corner[:2], min_turn_rad=1.0).any()
+    for bad, kw in ((np.zeros((3,)), {}), (np.array([[0.0, np.nan], [1.0, 0.0], [2.0, 0.0]]), {}),
+                    (corner, {"span_m": 0.0})):
+        with pytest.raises(ValueError, match="near_sharp_turns"):
+            near_sharp_turns(bad, min_turn_rad=1.0, **kw)

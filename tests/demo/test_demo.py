@@ -223,6 +223,7 @@ def test_demo_config_plans_and_drives_with_the_sim_models_settings(tmp_path):
     ctx = context_for(world="campus", instruction=None, out=tmp_path, seed=0, models=None, quick=True,
                       config=load_config(None))
     assert ctx.config.vnm_nav.lost_steps == DriveParams().lost_steps  # eval sim's "lost" level for the sim VNM
+    assert ctx.config.vnm_nav.gps_at_turns_deg == DriveParams().gps_at_turns_deg == 50.0
     assert ctx.config.camera.source == "sim" and ctx.config.mapping.min_travel_m == 1.0
     if tuned_alpha(ctx.models_dir) is not None:
         assert ctx.config.planner.alpha == tuned_alpha(ctx.models_dir)

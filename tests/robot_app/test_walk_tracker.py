@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -89,11 +91,13 @@ def test_vnm_nav_config_defaults_are_gnms_and_bad_values_are_named(tmp_path):
     c = VnmNavConfig()
     assert (c.window, c.close_steps, c.waypoint_index, c.goal_close) == (4, 3.0, 2, False)
     assert (c.gps_where_facing_away, c.min_vnm_nodes, c.gps_goal_check_m, c.max_off_walk_m) == (True, 3, 3.0, 10.0)
+    assert c.gps_at_turns_deg == 0.0  # off for real models; the sim demo sets eval sim's value
     for line, message in [("window = -1", r"\[vnm_nav\] window: -1 is below the minimum 0"),
                           ("goal_confirm_steps = 0", r"\[vnm_nav\] goal_confirm_steps: 0 is below the minimum 1"),
                           ("close_steps = \"near\"", r"\[vnm_nav\] close_steps: expected a number"),
                           ("goal_close = 1", r"\[vnm_nav\] goal_close: expected true or false"),
                           ("gps_goal_check_m = -1.0", r"\[vnm_nav\] gps_goal_check_m: -1.0 is below the minimum 0"),
+                          ("gps_at_turns_deg = 200", r"\[vnm_nav\] gps_at_turns_deg: 200(\.0)? is above the maximum 180"),
                           ("max_off_walk_m = -5", r"\[vnm_nav\] max_off_walk_m: -5(\.0)? is below the minimum 0"),
                           ("min_vnm_nodes = 0", r"\[vnm_nav\] min_vnm_nodes: 0 is below the minimum 1"),
                           ("gps_where_facing_away = \"yes\"", r"\[vnm_nav\] gps_where_facing_away: expected true or false"),
@@ -178,3 +182,29 @@ def test_stretch_yaw_faces_the_way_the_stretch_goes():
     assert abs(stretch_yaw(xy, heading, 0, 4) - math.pi / 2) < 1e-9       # first node >= 2 m on: (0, 2.5)
     assert stretch_yaw(xy, heading, 0, 1) == math.pi / 4                   # nothing 2 m on: the node's heading
     assert stretch_yaw(xy, None, 0, 1) is None and stretch_yaw(xy, [np.nan] * 5, 4, 4) is None
+
+
+def test_vnm_navigator_sends_sharp_turns_to_gps_when_configured():
+    """[vnm_nav] gps_at_turns_deg: the walk around a 90-degree corner goes to GPS, the legs to the VNM."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from robot_app.config import Config
+    from robot_app.navigator import PoseEstimator
+    from robot_app.synthetic_logs import enu_to_latlon
+    from robot_app.vnm_navigator import VnmNavigator
+
+    xy = np.array([[0.0, 2.5 * k] for k in range(9)] + [[2.5 * k, 20.0] for k in range(1, 9)])
+    heading = np.array([math.pi / 2] * 9 + [0.0] * 8)  # the images face the way the walk goes
+    lat, lon = enu_to_latlon(xy, anchor=(52.5148, 13.4643))
+
+    def stretches(deg):
+        base = Config()
+        cfg = dataclasses.replace(base, vnm_nav=dataclasses.replace(base.vnm_nav, gps_at_turns_deg=deg))
+        nav = VnmNavigator(SimpleNamespace(config=cfg, camera=None), SimpleNamespace(len_traj_pred=5),
+                           gps_navigator=SimpleNamespace(estimator=PoseEstimator()))
+        return nav.plan_stretches(len(xy), (lat, lon), heading)
+
+    assert stretches(0.0) == [("vnm", 0, 16)]
+    # nodes 6-9 lie from 6 m before to 3 m after the corner (0, 20); stretches share their boundary nodes
+    assert stretches(50.0) == [("vnm", 0, 5), ("gps", 5, 10), ("vnm", 10, 16)]

@@ -193,7 +193,7 @@ def test_vnm_drive_takes_gps_where_the_node_images_face_away_from_the_walk():
     walk = list(range(len(images))) + list(range(len(images) - 2, 7, -1))
     xy, heading = poses[walk, :2], poses[walk, 2]
     vnm = open_vnm(shipped)
-    params = DriveParams(goal_confirm_steps=4)
+    params = DriveParams(goal_confirm_steps=4, gps_at_turns_deg=0.0)  # this rule alone (no GPS at the U-turn)
     res = drive_walk(world, xy, mode="vnm", vnm=vnm, node_images=[images[v] for v in walk], walk_gps_xy=xy,
                      node_heading_rad=heading, camera={"width": 160, "height": 120, "hfov_deg": 90.0},
                      params=params, seed=2)
