@@ -61,10 +61,11 @@ class DriveParams:
     # 1000: no step is "lost" by its distance, the arg-min always localises, as in GNM's deployment loop
     # (visualnav-transformer navigate.py has no such threshold); here the judge's off-path limit (6 m, true
     # position) stops a robot that has lost the walk, on the robot the GPS off-walk guard ([vnm_nav]
-    # max_off_walk_m, 10 m, which this driver does not model: the judge always acts first). The sim VNM rejects places it cannot reach (trained to 30 steps, 1.5 x its
-    # 0-20 range), and at a turn every node of the window is such a place for a few steps: stopping
-    # there left it standing until it counted as lost. Chosen on the development drives
-    # (robot_app.sim.vnm_devdrive, README "Sim VNM"); None: the top of the VNM's trained range
+    # max_off_walk_m, 10 m, which this driver does not model: the judge always acts first). The sim VNM
+    # rejects places it cannot reach (trained to 30 steps, 1.5 x its 0-20 range), and at a turn every node
+    # of the window is such a place for a few steps: stopping there left it standing until it counted as
+    # lost. Chosen on the development drives (robot_app.sim.vnm_devdrive, README "Sim VNM"); None: the top
+    # of the VNM's trained range
     lost_steps: float | None = 1000.0
     max_lost_steps: int = 12
     waypoint_index: int = 2
