@@ -20,9 +20,10 @@ stretch with the GPS navigator (LM-Nav's GPS controller) and hands back to the V
 the next stretch that faces the travel (:func:`walk_stretches`; ``[vnm_nav] gps_where_facing_away``),
 where the robot first turns in place to the stretch's direction; with ``[vnm_nav] gps_at_turns_deg`` set,
 the walk around its sharp turns goes to the GPS navigator too (:func:`vnm_nodes`). When the VNM reports
-the goal but the GPS fix is more than ``[vnm_nav] gps_goal_check_m`` from the last node, the GPS navigator drives the rest;
-when the VNM localises near the end but has not reported the goal, a GPS fix at or past the last node
-within that distance ends the walk reached (a VNM that does not recognise the last node drove on past it).
+the goal but the GPS fix is more than ``[vnm_nav] gps_goal_check_m`` from the last node, the GPS
+navigator drives the rest; when the VNM localises near the end but has not reported the goal, a GPS fix
+at or past the last node within that distance ends the walk reached (a VNM that does not recognise the
+last node drove on past it).
 A VNM stretch also ends ``lost`` when a fresh GPS fix is more than ``[vnm_nav] max_off_walk_m`` from its
 nodes after one has been within that distance (the arg-min always names a node, so a robot that lost the
 walk visually would otherwise drive on).
