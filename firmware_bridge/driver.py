@@ -20,7 +20,28 @@ from firmware_bridge.errors import BridgeError, BridgeTimeout, DeviceNotFound, L
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SerialDriver"]
+__all__ = ["SerialDriver", "queue_get"]
+
+
+async def queue_get(queue: asyncio.Queue, timeout_s: float | None):
+    """``await queue.get()`` with a timeout, raising :class:`asyncio.TimeoutError` when nothing arrives
+    within ``timeout_s`` seconds (None: wait forever).
+
+    Unlike ``asyncio.wait_for(queue.get(), timeout_s)`` on Python 3.10/3.11, a cancellation that comes
+    while an item is arriving is never swallowed (CPython gh-86296, fixed in 3.12): the awaiting task
+    ends cancelled, and an item taken from the queue in that same moment is dropped with it. A task
+    that loops over ``wait_for`` could otherwise survive its ``cancel()`` and, for one, keep a recording
+    open forever.
+    """
+    getter = asyncio.ensure_future(queue.get())
+    try:
+        done, _ = await asyncio.wait({getter}, timeout=timeout_s)
+    finally:
+        if not getter.done():
+            getter.cancel()
+    if not done:
+        raise asyncio.TimeoutError
+    return getter.result()
 
 
 class _Protocol(asyncio.Protocol):
@@ -139,7 +160,7 @@ class SerialDriver:
             is raised once, in order with the readings.
         """
         try:
-            item = await asyncio.wait_for(self._queue.get(), timeout_s)
+            item = await queue_get(self._queue, timeout_s)
         except asyncio.TimeoutError:
             raise BridgeTimeout(f"{self.name} on {self.port}: no reading within {timeout_s} s") from None
         if isinstance(item, BaseException):

@@ -90,6 +90,7 @@ class RecordingService:
         drivers; odometry integrated from the MCU's wheel feedback, odom frame, REP-103)."""
         import math
 
+        from firmware_bridge.driver import queue_get
         from firmware_bridge.kinematics import wheels_to_twist
         from firmware_bridge.readings import GpsFix, GpsNoFix, ImuReading, WheelFeedback
 
@@ -115,7 +116,7 @@ class RecordingService:
         try:
             while True:
                 try:
-                    r = await asyncio.wait_for(merged.get(), 0.1)
+                    r = await queue_get(merged, 0.1)
                 except asyncio.TimeoutError:
                     r = None
                 rec = self.recorder
