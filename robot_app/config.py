@@ -259,6 +259,16 @@ class VnmNavConfig:
                                      "fresh GPS fix is farther than this from the stretch's nodes, after one "
                                      "has been within it (0 = off; needs a map with positions; keep it well "
                                      "above the receiver's error)")
+    gps_approach_m: float = _opt(5.0, min=0.0, max=100.0,
+                                 doc="a walk whose first VNM stretch is farther than this from the GPS fix (a "
+                                     "route started off the recorded path) begins with a straight GPS leg to "
+                                     "its first node, at most [mission] start_max_distance_m long, and a turn "
+                                     "onto the walk (0 = off; needs a map with positions; keep it above the "
+                                     "receiver's error and below max_off_walk_m)")
+    gps_after_lost_m: float = _opt(10.0, min=0.0, max=1000.0,
+                                   doc="a route re-planned after its walk ended lost drives the new walk's "
+                                       "first metres, this many, with the GPS navigator: it starts where the "
+                                       "VNM failed (0 = off; needs a map with positions)")
 
 
 @dataclass(frozen=True)
@@ -455,6 +465,11 @@ def _check_across_keys(cfg: Config, origin: str) -> None:
     if cfg.serial.reconnect_min_s > cfg.serial.reconnect_max_s:
         raise ConfigError(f"{origin}: [serial] reconnect_min_s {cfg.serial.reconnect_min_s} is above "
                           f"reconnect_max_s {cfg.serial.reconnect_max_s}")
+    nav = cfg.vnm_nav
+    if nav.max_off_walk_m > 0 and nav.gps_approach_m > 0 and not nav.gps_approach_m < nav.max_off_walk_m:
+        raise ConfigError(f"{origin}: [vnm_nav] gps_approach_m {nav.gps_approach_m} must be below max_off_walk_m "
+                          f"{nav.max_off_walk_m}: a walk starting between the two would get neither the GPS leg "
+                          "onto it nor an armed off-walk guard")
     for key, prompt in [("clip_prompt", cfg.models.clip_prompt)] + [
             (f"clip_prompt_ensemble[{i}]", p) for i, p in enumerate(cfg.models.clip_prompt_ensemble)]:
         if prompt.count("{}") != 1:

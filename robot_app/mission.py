@@ -235,8 +235,11 @@ class MissionExecutive:
                 except MissionError as exc:
                     self.message = f"walk {report.outcome}; re-planning failed: {exc}"
                     break
-                args = walk if self.progress.get("mode") == "gps" else self._vnm_args()
-                report = await nav.follow(*args)
+                if self.progress.get("mode") == "gps":
+                    report = await nav.follow(*walk)
+                else:  # the VNM failed where the new walk starts: GPS drives its first metres
+                    after_lost = self.app.config.vnm_nav.gps_after_lost_m if report.outcome == "lost" else 0.0
+                    report = await nav.follow(*self._vnm_args(), gps_first_m=after_lost)
             self.state = report.outcome
             self.message = f"walk {report.outcome}, {report.distance_to_goal_m:.1f} m from the goal"
             self.progress.update(walk_index=report.final_index, duration_s=report.duration_s)

@@ -26,7 +26,11 @@ at or past the last node within that distance ends the walk reached (a VNM that 
 last node drove on past it).
 A VNM stretch also ends ``lost`` when a fresh GPS fix is more than ``[vnm_nav] max_off_walk_m`` from its
 nodes after one has been within that distance (the arg-min always names a node, so a robot that lost the
-walk visually would otherwise drive on).
+walk visually would otherwise drive on). The route job then re-plans from the map node nearest the fix,
+and the new walk's first ``[vnm_nav] gps_after_lost_m`` go to the GPS navigator (the VNM failed there).
+A walk whose first stretch is the VNM's and lies more than ``[vnm_nav] gps_approach_m`` from the fix (a
+route started off the recorded path) begins with a straight GPS leg to its first node, at most
+``[mission] start_max_distance_m`` long, and a turn onto the walk.
 
 The localisation and subgoal rules live in :class:`WalkTracker` (pure numpy, no I/O), which the
 simulated drivers (:mod:`robot_app.sim.vnm_follow`, :mod:`robot_app.sim.eval_drive`) step too, so the
@@ -313,6 +317,7 @@ class VnmNavigator:
         self.gps_at_turns_deg = float(getattr(nav, "gps_at_turns_deg", 0.0))
         self.gps_goal_check_m = float(getattr(nav, "gps_goal_check_m", 3.0))
         self.max_off_walk_m = float(getattr(nav, "max_off_walk_m", 10.0))
+        self.gps_approach_m = float(getattr(nav, "gps_approach_m", 5.0))
         self.stretches: list[tuple[str, int, int]] = []
         self._walk_xy = None
         self._trace: list = []
@@ -331,17 +336,20 @@ class VnmNavigator:
     @staticmethod
     def _gps_row(row, lo: int, hi: int, began: float) -> tuple:
         # GpsNavigator rows are (t_s from its own start, x_m, y_m, yaw_rad, index, v, omega)
-        return began + row[0], lo + int(row[4]), min(lo + int(row[4]) + 1, hi), -1.0, row[5], row[6], 1.0
+        return began + row[0], min(lo + int(row[4]), hi), min(lo + int(row[4]) + 1, hi), -1.0, row[5], row[6], 1.0
 
     def _command(self, v: float, omega: float) -> None:
         from robot_app.service.app import Command
 
         self.app.command = Command(v, omega, time.monotonic(), "vnm-navigator")
 
-    def plan_stretches(self, n_nodes: int, walk_latlon=None, node_heading_rad=None) -> list[tuple[str, int, int]]:
-        """The walk's VNM and GPS stretches (:func:`walk_stretches`); one VNM stretch when the rule is off,
-        there is no GPS navigator, or positions / headings are missing or do not match the walk. Keeps the
-        walk's positions (UTM m) for the turns between stretches and the GPS goal check."""
+    def plan_stretches(self, n_nodes: int, walk_latlon=None, node_heading_rad=None, *,
+                       gps_first_m: float = 0.0) -> list[tuple[str, int, int]]:
+        """The walk's VNM and GPS stretches (:func:`walk_stretches`). The nodes whose images face away
+        (with headings that match the walk and ``gps_where_facing_away``) and, with ``gps_first_m`` > 0,
+        those within that many metres along the walk from its start go to GPS; one VNM stretch when there
+        is no GPS navigator or the positions are missing or do not match the walk. Keeps the walk's
+        positions (UTM m) for the turns between stretches, the approach leg and the GPS checks."""
         whole = [("vnm", 0, n_nodes - 1)]
         self._walk_xy = None
         if self.gps_navigator is None or walk_latlon is None:
@@ -353,25 +361,33 @@ class VnmNavigator:
             return whole
         try:
             self._walk_xy = xy = self.gps_navigator.estimator.to_xy(lat, lon)
-            if not self.gps_where_facing_away or node_heading_rad is None:
-                return whole
-            heading = np.asarray(node_heading_rad, dtype=np.float64).reshape(-1)
-            if heading.shape[0] != n_nodes:
-                log.warning("VNM walk: %d node images but %d headings; the whole walk goes to the VNM", n_nodes,
-                            heading.shape[0])
-                return whole
-            return walk_stretches(vnm_nodes(xy, heading, gps_at_turns_deg=self.gps_at_turns_deg),
-                                  min_vnm_nodes=self.min_vnm_nodes)
+            mask = np.ones(n_nodes, dtype=bool)
+            heading = None if node_heading_rad is None else np.asarray(node_heading_rad, dtype=np.float64).reshape(-1)
+            if heading is not None and heading.shape[0] != n_nodes:
+                log.warning("VNM walk: %d node images but %d headings; no stretch goes to GPS for facing away",
+                            n_nodes, heading.shape[0])
+            elif heading is not None and self.gps_where_facing_away:
+                mask = vnm_nodes(xy, heading, gps_at_turns_deg=self.gps_at_turns_deg)
+            if gps_first_m > 0:
+                arc = np.concatenate([[0.0], np.cumsum(np.hypot(*np.diff(xy, axis=0).T))])
+                mask &= arc > gps_first_m
+            return whole if mask.all() else walk_stretches(mask, min_vnm_nodes=self.min_vnm_nodes)
         except ValueError as exc:  # a position utm cannot convert: drive it all with the VNM, say why
             log.warning("VNM walk: %s; the whole walk goes to the VNM, no GPS checks", exc)
             self._walk_xy = None
             return whole
 
-    async def follow(self, node_jpegs: list[bytes], walk_latlon=None, node_heading_rad=None) -> RunReport:
+    async def follow(self, node_jpegs: list[bytes], walk_latlon=None, node_heading_rad=None, *,
+                     gps_first_m: float = 0.0) -> RunReport:
         """Follow the walk given by its node images (walk order). Never raises for field conditions.
 
         ``walk_latlon`` ((K,) lat, (K,) lon degrees) and ``node_heading_rad`` ((K,) the map's node headings,
-        yaw CCW from east, NaN unknown) let the stretches that face away go to the GPS navigator. The
+        yaw CCW from east, NaN unknown) let the stretches that face away go to the GPS navigator.
+        ``gps_first_m`` (m along the walk) gives its start to the GPS navigator too: a route job re-planned
+        after the VNM lost the walk starts where the VNM failed (``[vnm_nav] gps_after_lost_m``). A walk
+        whose first stretch is the VNM's and lies more than ``[vnm_nav] gps_approach_m`` from the GPS fix
+        starts with a GPS leg to its first node (:meth:`_approach`; :attr:`stretches` then begins with
+        ``("gps", 0, 0)``); with positions, the walk waits up to 2 s for a fresh fix to judge that. The
         report's ``final_index`` is a walk index and ``distance_to_goal_m`` the last stretch's (on a VNM
         stretch the best predicted distance in steps x ``max_v_mps`` / frame rate); ``trace`` rows are
         (t_s, walk index, subgoal index, best VNM distance in steps (-1 on GPS stretches), v, omega,
@@ -379,30 +395,23 @@ class VnmNavigator:
         """
         vnm = self.vnm
         self._trace, self._gps_live, self._arrived_m = [], None, None  # kept so a cancelled run still has it
-        self.stretches = stretches = self.plan_stretches(len(node_jpegs), walk_latlon, node_heading_rad)
+        self.stretches = stretches = self.plan_stretches(len(node_jpegs), walk_latlon, node_heading_rad,
+                                                         gps_first_m=gps_first_m)
         heading = None if node_heading_rad is None else np.asarray(node_heading_rad, dtype=np.float64).reshape(-1)
         goals = await asyncio.to_thread(lambda: vnm.preprocess_many([_rgb(j) for j in node_jpegs]))
         if len(stretches) > 1 or stretches[0][0] != "vnm":
-            log.info("VNM walk: stretches %s (gps where the node images face away)", stretches)
+            log.info("VNM walk: stretches %s (gps where the node images face away, near sharp turns or at "
+                     "the start of a walk re-planned after a loss)", stretches)
         t0 = time.monotonic()
         report = RunReport("cancelled", 0, float("inf"), 0.0, self._trace)
         # the GPS navigator's pose estimate (gyro integration above all) stays current through VNM stretches
         sensing = asyncio.ensure_future(self._sense_loop()) if self._walk_xy is not None else None
         try:
-            for i, (mode, lo, hi) in enumerate(stretches):
-                if mode == "vnm":
-                    if i > 0:  # after a GPS stretch: face the stretch's images first (the walk may turn back here)
-                        yaw = stretch_yaw(self._walk_xy, heading, lo, hi)
-                        if yaw is not None:
-                            await self._align(yaw)
-                    report = await self._follow_vnm(goals[lo:hi + 1], lo, t0, final=i == len(stretches) - 1)
-                else:
-                    report = await self._follow_gps(walk_latlon, lo, hi, final=i == len(stretches) - 1, t0=t0)
-                if report.outcome != "reached":
-                    break
+            approach = await self._approach(walk_latlon, t0)
+            if approach is not None and not approach.reached:
+                report = approach
             else:
-                if stretches[-1][0] == "vnm" and self._walk_xy is not None and self._arrived_m is None:
-                    report = await self._goal_check(walk_latlon, report, t0)  # GPS arrival: checked already
+                report = await self._follow_stretches(goals, walk_latlon, heading, t0, after_gps=approach is not None)
         finally:
             if sensing is not None:
                 sensing.cancel()
@@ -410,11 +419,75 @@ class VnmNavigator:
         return RunReport(report.outcome, report.final_index, report.distance_to_goal_m, time.monotonic() - t0,
                          self._trace)
 
+    async def _follow_stretches(self, goals, walk_latlon, heading, t0: float, *, after_gps: bool) -> RunReport:
+        """Drive :attr:`stretches` in order (the approach leg, when there was one, done already:
+        ``after_gps``), then the GPS goal check after a last VNM stretch."""
+        stretches = self.stretches[1:] if after_gps else self.stretches
+        report = RunReport("cancelled", 0, float("inf"), 0.0, self._trace)
+        for i, (mode, lo, hi) in enumerate(stretches):
+            if mode == "vnm":
+                if i > 0 or after_gps:  # after GPS: face the stretch's images first (the walk may turn here)
+                    yaw = stretch_yaw(self._walk_xy, heading, lo, hi)
+                    if yaw is not None:
+                        await self._align(yaw)
+                report = await self._follow_vnm(goals[lo:hi + 1], lo, t0, final=i == len(stretches) - 1)
+            else:
+                report = await self._follow_gps(walk_latlon, lo, hi, final=i == len(stretches) - 1, t0=t0)
+            if report.outcome != "reached":
+                return report
+        if stretches[-1][0] == "vnm" and self._walk_xy is not None and self._arrived_m is None:
+            report = await self._goal_check(walk_latlon, report, t0)  # GPS arrival: checked already
+        return report
+
     async def _sense_loop(self) -> None:
         gps = self.gps_navigator
         while True:
             gps.sense()
             await asyncio.sleep(gps.period_s)
+
+    async def _approach(self, walk_latlon, t0: float) -> RunReport | None:
+        """A walk whose first stretch is the VNM's, with a fresh GPS fix more than ``gps_approach_m`` from
+        that stretch's polyline (a route may start up to ``[mission] start_max_distance_m`` from its walk;
+        a re-plan starts at the map node nearest the fix): the GPS navigator drives a straight leg from
+        the fix to the walk's first node, to its own goal radius (prepended to :attr:`stretches` as
+        ``("gps", 0, 0)``), and :meth:`follow` then turns the robot onto the stretch before the VNM takes
+        over. The VNM only recognises the walk from about where its images were taken, and the GPS
+        off-walk guard arms only once the robot is near it. The leg crosses ground no drive recorded, so
+        a fix farther than ``[mission] start_max_distance_m`` from the walk's first node gets no leg: the
+        walk ends ``lost`` at once, the robot standing. Returns the leg's report (walk index 0, the
+        distance to the walk's first node), or None when no leg is needed (or it cannot be judged: no
+        positions, no GPS navigator, no fresh fix within 2 s)."""
+        gps = self.gps_navigator
+        mode, lo, hi = self.stretches[0]
+        if mode != "vnm" or self._walk_xy is None or not self.gps_approach_m > 0:
+            return None
+        t_end = time.monotonic() + 2.0  # a walk may start just as the app connects: wait for a fix
+        while not gps.sense():
+            if time.monotonic() > t_end:
+                log.warning("VNM walk: no fresh GPS fix to check the walk's start against; the VNM starts as "
+                            "the robot stands")
+                return None
+            await asyncio.sleep(gps.period_s)
+        est = gps.estimator
+        off = polyline_distance(self._walk_xy[lo:hi + 1], est.x_m, est.y_m)
+        if not off > self.gps_approach_m:  # NaN (no position yet) included
+            return None
+        to_first = float(math.hypot(self._walk_xy[0, 0] - est.x_m, self._walk_xy[0, 1] - est.y_m))
+        cap = float(self.app.config.mission.start_max_distance_m)
+        if not to_first <= cap:
+            log.warning("VNM walk: the walk's first node is %.1f m from the GPS fix, more than [mission] "
+                        "start_max_distance_m = %.1f: no GPS leg across unmapped ground; lost", to_first, cap)
+            return RunReport("lost", 0, to_first, 0.0, [])
+        import utm
+
+        lat0, lon0 = utm.to_latlon(est.x_m, est.y_m, est.zone[0], est.zone[1], strict=False)
+        lat, lon = (np.asarray(a, dtype=np.float64).reshape(-1) for a in walk_latlon)
+        log.info("VNM walk: the GPS fix is %.1f m from the walk's first VNM stretch (more than [vnm_nav] "
+                 "gps_approach_m = %.1f): GPS drives %.1f m to its first node", off, self.gps_approach_m, to_first)
+        self.stretches = [("gps", 0, 0)] + self.stretches
+        # to the navigator's own goal radius (final=True), not the hand-over radius of a GPS stretch
+        return await self._follow_gps((np.array([lat0, lat[0]]), np.array([lon0, lon[0]])), 0, 0, final=True,
+                                      t0=t0, leg=True)
 
     async def _goal_check(self, walk_latlon, report: RunReport, t0: float) -> RunReport:
         """The VNM reported the goal: with the GPS fix more than ``gps_goal_check_m`` from the last node,
@@ -498,11 +571,14 @@ class VnmNavigator:
         finally:
             self._command(0.0, 0.0)
 
-    async def _follow_gps(self, walk_latlon, lo: int, hi: int, *, final: bool, t0: float) -> RunReport:
+    async def _follow_gps(self, walk_latlon, lo: int, hi: int, *, final: bool, t0: float,
+                          leg: bool = False) -> RunReport:
         """One stretch with the GPS navigator; it ends within max(``goal_radius_m``, ``lookahead_m``) of the
-        stretch's last node when the VNM takes over there (the walk's own goal radius on the last stretch)."""
+        stretch's last node when the VNM takes over there (the walk's own goal radius on the last stretch).
+        ``leg=True``: ``walk_latlon`` is the path to drive itself (the approach leg), not the walk."""
         gps = self.gps_navigator
-        lat, lon = (np.asarray(a, dtype=np.float64).reshape(-1)[lo:hi + 1] for a in walk_latlon)
+        lat, lon = (np.asarray(a, dtype=np.float64).reshape(-1)[slice(None) if leg else slice(lo, hi + 1)]
+                    for a in walk_latlon)
         radius = None if final else max(gps.goal_radius_m, gps.lookahead_m)
         self._gps_live = (lo, hi, time.monotonic() - t0)
         try:
@@ -512,7 +588,7 @@ class VnmNavigator:
             self._gps_live = None
             self._trace.extend(self._gps_row(r, lo, hi, began) for r in getattr(gps, "trace", []))
         log.info("GPS stretch %d-%d %s after %.1f s", lo, hi, rep.outcome, rep.duration_s)
-        return RunReport(rep.outcome, lo + rep.final_index, rep.distance_to_goal_m, rep.duration_s, [])
+        return RunReport(rep.outcome, min(lo + rep.final_index, hi), rep.distance_to_goal_m, rep.duration_s, [])
 
     async def _follow_vnm(self, goals: np.ndarray, first: int, t0: float, *, final: bool = False) -> RunReport:
         """One stretch with the VNM (the GNM deployment loop) over the node images ``goals`` (walk

@@ -57,6 +57,7 @@ def test_default_toml_round_trips():
     ("[serial]\nreconnect_min_s = 5.0\nreconnect_max_s = 1.0\n", "reconnect_min_s 5.0 is above reconnect_max_s"),
     ("[models]\nclip_prompt = 'no placeholder'\n", "[models] clip_prompt"),
     ("[models]\nclip_prompt_ensemble = ['a {}', 'bad']\n", "[models] clip_prompt_ensemble[1]"),
+    ("[vnm_nav]\ngps_approach_m = 12.0\n", "[vnm_nav] gps_approach_m 12.0 must be below max_off_walk_m 10.0"),
 ])
 def test_rules_across_keys(tmp_path, text, fragment):
     p = tmp_path / "bad.toml"

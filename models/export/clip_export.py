@@ -49,9 +49,11 @@ def _register_tiny() -> None:
 
     if TINY_ARCH in open_clip.list_models():
         return
-    folder = Path(tempfile.mkdtemp(prefix="clip-config-"))
-    (folder / f"{TINY_ARCH}.json").write_text(json.dumps(TINY_CONFIG))
-    open_clip.add_model_config(folder)
+    # open_clip reads the file when it is added and keeps the config: the folder can go at once
+    with tempfile.TemporaryDirectory(prefix="clip-config-") as tmp:
+        folder = Path(tmp)
+        (folder / f"{TINY_ARCH}.json").write_text(json.dumps(TINY_CONFIG))
+        open_clip.add_model_config(folder)
 
 
 def _use_length_agnostic_attention(model) -> bool:

@@ -333,7 +333,9 @@ def drive_walk(world: World, walk_true_xy, *, mode: str, walk_gps_xy=None, vnm=N
         renderer = WorldRenderer(world, seed=seed, **(camera or {}))
         goals = vnm.preprocess_many(list(node_images))
         ctrl = _VnmFollower(vnm, goals, renderer, params)
-        if walk_gps_xy is not None:  # as VnmNavigator.plan_stretches: positions give the GPS stretches and checks
+        # as VnmNavigator.plan_stretches: positions give the GPS stretches and checks (no approach leg and
+        # no gps_first_m: eval's walks start at the robot's node and are never re-planned)
+        if walk_gps_xy is not None:
             from robot_app.vnm_navigator import vnm_nodes, walk_stretches
 
             gxy = np.asarray(walk_gps_xy, dtype=np.float64).reshape(-1, 2)

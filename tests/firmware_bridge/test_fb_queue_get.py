@@ -44,7 +44,7 @@ def test_a_loop_over_queue_get_ends_when_cancelled_as_an_item_arrives():
             task = asyncio.ensure_future(pump())
             await asyncio.sleep(0)  # the pump waits on the queue
             q.put_nowait(1)
-            await asyncio.sleep(0)  # the getter is woken, not yet run
+            await asyncio.sleep(0)  # the queue's getter takes the item; the pump's wait has not resumed
             task.cancel()
             done, _ = await asyncio.wait({task}, timeout=1.0)
             outcomes.append((task in done and task.cancelled(), q.qsize()))

@@ -81,7 +81,7 @@ class _ScriptedGps(GpsNavigator):
     read (a fresh fix on every read): the robot's position is the test's input, not the plant's."""
 
     def __init__(self, app, script):
-        super().__init__(app)
+        super().__init__(app, stuck_s=3.0)
         self.script, self.t0 = script, None
 
     def sense(self) -> bool:
@@ -99,14 +99,21 @@ class _ScriptedGps(GpsNavigator):
 def test_vnm_stretch_gps_guard_and_arrival(tmp_path, vnm_export):
     """The arg-min always names a node (never lost by distance here, and this VNM never reports the goal),
     so only GPS ends these runs early: a fix that was on the walk and then 30 m off it ends the stretch
-    lost; a walk 60 m away from the first fix never arms the guard (a route job may start farther than
-    max_off_walk_m from its walk) and the run ends by its time limit, as it does on the walk; a fix 1 m
-    past the last node ends it reached, with that distance to the goal."""
+    lost; without the approach leg, a walk 60 m away from the first fix never arms the guard (a route job
+    may start farther than max_off_walk_m from its walk) and the run ends by its time limit, as it does
+    on the walk; a fix 1 m past the last node ends it reached, with that distance to the goal. A fix 12 m
+    before the walk gets the GPS approach leg to its first node first (the scripted fix ignores the
+    commands: this checks the stretches and the trace, not the driving); a fix that never moves ends that
+    leg stuck; a fix 20 m away, beyond [mission] start_max_distance_m, gets no leg and ends the walk lost
+    at once."""
     models, video, jpegs, ports = _camera_and_models(tmp_path, vnm_export, 4)
     base = Config()
     walk = enu_to_latlon(np.array([[0.0, 2.0 * k] for k in range(4)]), anchor=ORIGIN)  # 0-6 m north
     scripts = {"off": lambda t: (0.0, 2.0) if t < 2.5 else (30.0, 2.0),  # the context fills in ~1.5 s
-               "far": lambda t: (0.0, 66.0), "on": lambda t: (0.5, 3.0), "past": lambda t: (0.0, 7.0)}
+               "far": lambda t: (0.0, 66.0), "on": lambda t: (0.5, 3.0), "past": lambda t: (0.0, 7.0),
+               # driven north onto the walk at 8 m/s (the script ignores the commands), then on it
+               "approach": lambda t: (0.0, min(-12.0 + 8.0 * t, 1.0)), "never": lambda t: (0.0, -12.0),
+               "too far": lambda t: (0.0, -20.0)}
 
     async def main_():
         async with SimulatedDevices(ports, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
@@ -118,14 +125,30 @@ def test_vnm_stretch_gps_guard_and_arrival(tmp_path, vnm_export):
                 for name, script in scripts.items():
                     nav = VnmNavigator(app, app.vnm_model(), lost_steps=1e9, close_steps=-1.0, timeout_s=5.0,
                                        goal_close=True, gps_navigator=_ScriptedGps(app, script))
-                    out[name] = await nav.follow(jpegs, walk_latlon=walk)
+                    if name == "far":
+                        nav.gps_approach_m = 0.0  # [vnm_nav] gps_approach_m = 0: no leg onto the walk
+                    out[name] = await nav.follow(jpegs, walk_latlon=walk), nav.stretches
             finally:
                 app.request_stop()
                 await asyncio.wait_for(task, 10.0)
             return out
 
     r = asyncio.run(main_())
-    assert base.vnm_nav.max_off_walk_m == 10.0
+    stretches = {name: st for name, (_rep, st) in r.items()}
+    r = {name: rep for name, (rep, _st) in r.items()}
+    assert base.vnm_nav.max_off_walk_m == 10.0 and base.vnm_nav.gps_approach_m == 5.0
+    for name in ("off", "far", "on", "past", "too far"):  # 0 to 7 m from the walk's nodes, the leg switched off
+        assert stretches[name] == [("vnm", 0, 3)], name
+    assert stretches["approach"] == stretches["never"] == [("gps", 0, 0), ("vnm", 0, 3)]
+    drivers = [row[6] for row in r["approach"].trace]
+    assert drivers[0] == 1.0 and drivers[-1] == 0.0 and drivers == sorted(drivers, reverse=True)
+    assert all(row[1] == row[2] == 0 for row in r["approach"].trace if row[6] == 1.0)
+    assert r["approach"].outcome == "stuck" and r["approach"].duration_s > 5.0  # the VNM stretch's time limit
+    assert r["never"].outcome == "stuck" and r["never"].final_index == 0 and 3.0 < r["never"].duration_s < 5.0
+    assert all(row[6] == 1.0 for row in r["never"].trace)
+    assert base.mission.start_max_distance_m == 15.0
+    assert r["too far"].outcome == "lost" and r["too far"].trace == [] and r["too far"].duration_s < 3.0
+    assert abs(r["too far"].distance_to_goal_m - 20.0) < 0.05  # the distance to the walk's first node
     assert r["off"].outcome == "lost" and 1.0 < r["off"].duration_s < 4.0
     assert r["far"].outcome == "stuck" and r["on"].outcome == "stuck"
     assert r["past"].outcome == "reached" and r["past"].final_index == 3 and r["past"].duration_s < 4.0

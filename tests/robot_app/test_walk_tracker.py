@@ -92,6 +92,7 @@ def test_vnm_nav_config_defaults_are_gnms_and_bad_values_are_named(tmp_path):
     assert (c.window, c.close_steps, c.waypoint_index, c.goal_close) == (4, 3.0, 2, False)
     assert (c.gps_where_facing_away, c.min_vnm_nodes, c.gps_goal_check_m, c.max_off_walk_m) == (True, 3, 3.0, 10.0)
     assert c.gps_at_turns_deg == 0.0  # off for real models; the sim demo sets eval sim's value
+    assert (c.gps_approach_m, c.gps_after_lost_m) == (5.0, 10.0)
     for line, message in [("window = -1", r"\[vnm_nav\] window: -1 is below the minimum 0"),
                           ("goal_confirm_steps = 0", r"\[vnm_nav\] goal_confirm_steps: 0 is below the minimum 1"),
                           ("close_steps = \"near\"", r"\[vnm_nav\] close_steps: expected a number"),
@@ -99,6 +100,8 @@ def test_vnm_nav_config_defaults_are_gnms_and_bad_values_are_named(tmp_path):
                           ("gps_goal_check_m = -1.0", r"\[vnm_nav\] gps_goal_check_m: -1.0 is below the minimum 0"),
                           ("gps_at_turns_deg = 200", r"\[vnm_nav\] gps_at_turns_deg: 200(\.0)? is above the maximum 180"),
                           ("max_off_walk_m = -5", r"\[vnm_nav\] max_off_walk_m: -5(\.0)? is below the minimum 0"),
+                          ("gps_after_lost_m = -1", r"\[vnm_nav\] gps_after_lost_m: -1(\.0)? is below the minimum 0"),
+                          ("gps_approach_m = 200", r"\[vnm_nav\] gps_approach_m: 200(\.0)? is above the maximum 100"),
                           ("min_vnm_nodes = 0", r"\[vnm_nav\] min_vnm_nodes: 0 is below the minimum 1"),
                           ("gps_where_facing_away = \"yes\"", r"\[vnm_nav\] gps_where_facing_away: expected true or false"),
                           ("radius = 4", r"\[vnm_nav\] radius: unknown key")]:
@@ -208,3 +211,33 @@ def test_vnm_navigator_sends_sharp_turns_to_gps_when_configured():
     assert stretches(0.0) == [("vnm", 0, 16)]
     # nodes 6-9 lie from 6 m before to 3 m after the corner (0, 20); stretches share their boundary nodes
     assert stretches(50.0) == [("vnm", 0, 5), ("gps", 5, 10), ("vnm", 10, 16)]
+
+
+def test_vnm_navigator_gives_the_start_of_a_walk_to_gps_after_a_loss():
+    """``gps_first_m`` (a route re-planned after the VNM lost the walk, [vnm_nav] gps_after_lost_m): the
+    nodes within that many metres of the walk's start go to GPS, with or without headings; a walk shorter
+    than that is all GPS; a heading array of the wrong length only switches the facing rule off."""
+    from types import SimpleNamespace
+
+    from robot_app.config import Config
+    from robot_app.navigator import PoseEstimator
+    from robot_app.synthetic_logs import enu_to_latlon
+    from robot_app.vnm_navigator import VnmNavigator
+
+    xy = np.array([[0.0, 2.5 * k] for k in range(9)])  # 20 m north, a node every 2.5 m
+    lat, lon = enu_to_latlon(xy, anchor=(52.5148, 13.4643))
+    nav = VnmNavigator(SimpleNamespace(config=Config(), camera=None), SimpleNamespace(len_traj_pred=5),
+                       gps_navigator=SimpleNamespace(estimator=PoseEstimator()))
+    north = np.full(9, math.pi / 2)
+    assert Config().vnm_nav.gps_after_lost_m == 10.0
+    assert nav.plan_stretches(9, (lat, lon), north) == [("vnm", 0, 8)]
+    # nodes 0-4 lie within 11 m of the start: GPS to node 5, where the VNM takes over
+    assert nav.plan_stretches(9, (lat, lon), north, gps_first_m=11.0) == [("gps", 0, 5), ("vnm", 5, 8)]
+    assert nav.plan_stretches(9, (lat, lon), None, gps_first_m=11.0) == [("gps", 0, 5), ("vnm", 5, 8)]
+    assert nav.plan_stretches(9, (lat, lon), north[:4], gps_first_m=11.0) == [("gps", 0, 5), ("vnm", 5, 8)]
+    assert nav.plan_stretches(9, (lat, lon), north, gps_first_m=25.0) == [("gps", 0, 8)]
+    assert nav.plan_stretches(9, None, north, gps_first_m=11.0) == [("vnm", 0, 8)]  # no positions: no GPS
+    # with the facing rule: nodes 7-8, recorded facing south (away), go to GPS as well; the VNM keeps 5-6
+    away = np.where(np.arange(9) >= 7, -math.pi / 2, math.pi / 2)
+    assert nav.plan_stretches(9, (lat, lon), away) == [("vnm", 0, 6), ("gps", 6, 8)]
+    assert nav.plan_stretches(9, (lat, lon), away, gps_first_m=11.0) == [("gps", 0, 8)]  # 5-6: under 3 nodes

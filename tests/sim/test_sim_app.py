@@ -126,18 +126,15 @@ def test_gps_navigator_follows_a_walk_in_the_world(tmp_path):
     assert plant.collisions == []
 
 
-def test_vnm_navigator_hands_stretches_facing_away_to_gps(tmp_path):
-    """The app's VNM navigator with the sim VNM on the sim camera: out along a recorded stretch (node
-    images facing the way) with the VNM, back over part of it (images facing away) with the GPS
-    navigator, out again with the VNM, through the drivers and the world plant; it ends at the walk's
-    last node."""
+def _follow_with_sim_vnm(tmp_path, world, jpegs, walk_latlon, headings, start):
+    """The app's VNM navigator (shipped sim VNM, GPS navigator beside it) follows the walk on the sim
+    camera and the world plant from the pose ``start`` (x_m, y_m, yaw_rad ENU); returns (report,
+    navigator, plant)."""
     import shutil
     from pathlib import Path
 
     import robot_app
-    from robot_app.map_build import encode_jpeg
     from robot_app.navigator import GpsNavigator
-    from robot_app.sim.vnm_follow import route_nodes
     from robot_app.vnm_navigator import VnmNavigator
 
     shipped = Path(robot_app.__file__).resolve().parent / "data" / "models" / "sim"
@@ -145,12 +142,7 @@ def test_vnm_navigator_hands_stretches_facing_away_to_gps(tmp_path):
     models.mkdir()
     for name in ("vnm.onnx", "vnm.onnx.json", "vnm-reference.npz"):
         shutil.copy(shipped / name, models / name)
-    world = load_world("campus")
-    images, poses = route_nodes(world, np.array([[0.0, -85.0], [0.0, -72.0]]), spacing_m=1.0, seed=5)
-    walk = list(range(9)) + list(range(7, 3, -1)) + list(range(5, len(images) - 3))  # out 8 m, back 4 m, out 6 m
-    lat, lon = enu_to_latlon(poses[walk, :2], anchor=world.anchor_latlon)
-    jpegs = [encode_jpeg(images[v]) for v in walk]
-    plant = WorldPlant(world, start=(0.0, -85.0, math.pi / 2))
+    plant = WorldPlant(world, start=start)
     (tmp_path / "ports").mkdir()
 
     async def main():
@@ -170,7 +162,7 @@ def test_vnm_navigator_hands_stretches_facing_away_to_gps(tmp_path):
                 gps = GpsNavigator(app, max_v_mps=1.0, lookahead_m=2.0, goal_radius_m=1.0, timeout_s=30.0)
                 nav = VnmNavigator(app, vnm, max_v_mps=1.0, lost_steps=26.0, goal_confirm_steps=4, timeout_s=30.0,
                                    gps_navigator=gps)
-                report = await nav.follow(jpegs, (lat, lon), poses[walk, 2])
+                report = await nav.follow(jpegs, walk_latlon, headings)
             finally:
                 app.request_stop()
                 await asyncio.wait_for(task, 10.0)
@@ -178,6 +170,24 @@ def test_vnm_navigator_hands_stretches_facing_away_to_gps(tmp_path):
             return report, nav
 
     report, nav = asyncio.run(main())
+    return report, nav, plant
+
+
+def test_vnm_navigator_hands_stretches_facing_away_to_gps(tmp_path):
+    """The app's VNM navigator with the sim VNM on the sim camera: out along a recorded stretch (node
+    images facing the way) with the VNM, back over part of it (images facing away) with the GPS
+    navigator, out again with the VNM, through the drivers and the world plant; it ends at the walk's
+    last node."""
+    from robot_app.map_build import encode_jpeg
+    from robot_app.sim.vnm_follow import route_nodes
+
+    world = load_world("campus")
+    images, poses = route_nodes(world, np.array([[0.0, -85.0], [0.0, -72.0]]), spacing_m=1.0, seed=5)
+    walk = list(range(9)) + list(range(7, 3, -1)) + list(range(5, len(images) - 3))  # out 8 m, back 4 m, out 6 m
+    lat, lon = enu_to_latlon(poses[walk, :2], anchor=world.anchor_latlon)
+    jpegs = [encode_jpeg(images[v]) for v in walk]
+    report, nav, plant = _follow_with_sim_vnm(tmp_path, world, jpegs, (lat, lon), poses[walk, 2],
+                                              (0.0, -85.0, math.pi / 2))
     n = len(walk)
     kinds = [m for m, _lo, _hi in nav.stretches]
     assert kinds[:3] == ["vnm", "gps", "vnm"] and nav.stretches[0][1] == 0 and nav.stretches[2][2] == n - 1
@@ -196,3 +206,27 @@ def test_vnm_navigator_hands_stretches_facing_away_to_gps(tmp_path):
         _mode, lo, hi = nav.stretches[k]
         assert lo <= row[1] <= hi and lo <= row[2] <= hi
     assert n - 3 <= report.final_index <= n - 1  # the GPS localiser lags a node or two at the end
+
+
+def test_vnm_navigator_drives_onto_a_walk_that_starts_away_from_the_robot(tmp_path):
+    """A route may start up to [mission] start_max_distance_m (15 m) from its walk: the robot 13 m west of
+    the walk's first node (beyond the off-walk guard's 10 m) and facing west gets the GPS approach leg to
+    it, turns onto the walk, and the sim VNM drives the walk to its last node, through the drivers and
+    the world plant."""
+    from robot_app.map_build import encode_jpeg
+    from robot_app.sim.vnm_follow import route_nodes
+
+    world = load_world("campus")
+    images, poses = route_nodes(world, np.array([[0.0, -85.0], [0.0, -72.0]]), spacing_m=1.0, seed=5)
+    lat, lon = enu_to_latlon(poses[:, :2], anchor=world.anchor_latlon)
+    jpegs = [encode_jpeg(im) for im in images]
+    report, nav, plant = _follow_with_sim_vnm(tmp_path, world, jpegs, (lat, lon), poses[:, 2],
+                                              (-13.0, -86.0, math.pi))
+    assert nav.stretches[:2] == [("gps", 0, 0), ("vnm", 0, len(images) - 1)]
+    assert report.outcome == "reached", report
+    drivers = [int(row[6]) for row in report.trace]
+    assert drivers[0] == 1 and 0 in drivers  # the leg by GPS, then the VNM
+    first_vnm = next(row for row in report.trace if row[6] == 0.0)
+    assert first_vnm[1] <= 3  # the VNM took over at the walk's start, after the turn onto it
+    st = plant.state()
+    assert math.hypot(st.x_m - poses[-1, 0], st.y_m - poses[-1, 1]) < 2.0 and plant.collisions == []
