@@ -21,9 +21,9 @@ the next stretch that faces the travel (:func:`walk_stretches`; ``[vnm_nav] gps_
 where the robot first turns in place to the stretch's direction; with ``[vnm_nav] gps_at_turns_deg`` set,
 the walk around its sharp turns goes to the GPS navigator too (:func:`vnm_nodes`). When the VNM reports
 the goal but the GPS fix is more than ``[vnm_nav] gps_goal_check_m`` from the last node, the GPS
-navigator drives the rest; when the VNM localises near the end but has not reported the goal, a GPS fix
-at or past the last node within that distance ends the walk reached (a VNM that does not recognise the
-last node drove on past it).
+navigator drives the rest; when the VNM localises near the end of a VNM stretch but has not reported
+it, a GPS fix at or past the stretch's last node within that distance ends the stretch reached, and the
+walk on the last stretch (a VNM that does not recognise the last node drove on past it).
 A VNM stretch also ends ``lost`` when a fresh GPS fix is more than ``[vnm_nav] max_off_walk_m`` from its
 nodes after one has been within that distance (the arg-min always names a node, so a robot that lost the
 walk visually would otherwise drive on). The route job then re-plans from the map node nearest the fix,
@@ -436,7 +436,7 @@ class VnmNavigator:
             if report.outcome != "reached":
                 return report
         if stretches[-1][0] == "vnm" and self._walk_xy is not None and self._arrived_m is None:
-            report = await self._goal_check(walk_latlon, report, t0)  # GPS arrival: checked already
+            report = await self._goal_check(walk_latlon, report, t0, first=stretches[-1][1])  # arrival: checked
         return report
 
     async def _sense_loop(self) -> None:
@@ -489,10 +489,12 @@ class VnmNavigator:
         return await self._follow_gps((np.array([lat0, lat[0]]), np.array([lon0, lon[0]])), 0, 0, final=True,
                                       t0=t0, leg=True)
 
-    async def _goal_check(self, walk_latlon, report: RunReport, t0: float) -> RunReport:
+    async def _goal_check(self, walk_latlon, report: RunReport, t0: float, *, first: int = 0) -> RunReport:
         """The VNM reported the goal: with the GPS fix more than ``gps_goal_check_m`` from the last node,
-        the GPS navigator drives from the walk node nearest the fix (among the last 10) to the end (the
-        sim VNM, for one, localises on the last node several metres early)."""
+        the GPS navigator drives from the walk node nearest the fix (among the last 10, and within the
+        last stretch, which starts at walk index ``first``: a walk that folds back over itself has earlier
+        nodes at the same places, from which the GPS navigator would drive the fold again) to the end
+        (the sim VNM, for one, localises on the last node several metres early)."""
         gps = self.gps_navigator
         if not self.gps_goal_check_m > 0 or not gps.sense():
             return report
@@ -503,7 +505,7 @@ class VnmNavigator:
         k = xy.shape[0]
         if k < 2:  # a walk of one node: nothing to drive along
             return report
-        tail = np.arange(max(0, k - 10), k)
+        tail = np.arange(max(0, first, k - 10), k)
         j = min(int(tail[np.argmin(np.hypot(xy[tail, 0] - est.x_m, xy[tail, 1] - est.y_m))]), k - 2)
         log.info("VNM walk: the VNM reached the goal %.1f m from it by GPS; GPS drives from walk index %d", off, j)
         self.stretches = self.stretches + [("gps", j, k - 1)]
@@ -519,17 +521,22 @@ class VnmNavigator:
             return None
         return est.x_m, est.y_m
 
-    def _arrived_by_gps(self, index: int) -> float | None:
-        """With the VNM localised at walk index ``index``, within ``window`` nodes of the walk's end, and a
-        fresh GPS fix at or past the last node within ``gps_goal_check_m`` (0: never): the fix's distance
-        (m) to the last node; else None."""
+    def _arrived_by_gps(self, index: int, first: int = 0, last: int | None = None) -> float | None:
+        """With the VNM localised at walk index ``index``, within ``window`` nodes of the end of the stretch
+        ``first``..``last`` (walk indices; default the whole walk), and a fresh GPS fix at or past the
+        stretch's last node within ``gps_goal_check_m`` (0: never): the fix's distance (m) to that node;
+        else None."""
         xy = self._walk_xy
-        if xy is None or not self.gps_goal_check_m > 0 or index < xy.shape[0] - 1 - self.rules.window:
+        if xy is None or not self.gps_goal_check_m > 0:
+            return None
+        last = xy.shape[0] - 1 if last is None else last
+        if index < last - self.rules.window:
             return None
         fix = self._fresh_fix_xy()
-        if fix is None or not passed_end(xy, *fix, radius_m=self.gps_goal_check_m):
+        part = xy[first:last + 1]
+        if fix is None or not passed_end(part, *fix, radius_m=self.gps_goal_check_m):
             return None
-        return float(math.hypot(fix[0] - xy[-1, 0], fix[1] - xy[-1, 1]))
+        return float(math.hypot(fix[0] - part[-1, 0], fix[1] - part[-1, 1]))
 
     def _walk_distance_m(self, first: int, n: int) -> float | None:
         """The distance (m) of a fresh GPS fix from the VNM stretch's nodes (walk indices first ..
@@ -592,10 +599,10 @@ class VnmNavigator:
 
     async def _follow_vnm(self, goals: np.ndarray, first: int, t0: float, *, final: bool = False) -> RunReport:
         """One stretch with the VNM (the GNM deployment loop) over the node images ``goals`` (walk
-        indices from ``first``). On the ``final`` stretch the goal also counts as reached when the VNM
-        localises within ``window`` nodes of the end and a fresh GPS fix is at or past the last node within
-        ``gps_goal_check_m`` of it (:func:`core.control.passed_end`): a VNM that does not recognise the
-        last node's image would drive on past it."""
+        indices from ``first``). Its end also counts as reached when the VNM localises within ``window``
+        nodes of it and a fresh GPS fix is at or past the stretch's last node within ``gps_goal_check_m``
+        of it (:func:`core.control.passed_end`): a VNM that does not recognise the last node's image would
+        drive on past it (on the ``final`` stretch, the report then gives the fix's distance)."""
         vnm, cam = self.vnm, self.app.camera
         ctx = vnm.new_context()
         period = 1.0 / vnm.frame_rate_hz
@@ -645,12 +652,14 @@ class VnmNavigator:
                 if dec.status in ("lost", "reached"):
                     outcome = dec.status
                     break
-                arrived_m = self._arrived_by_gps(first + tracker.index) if final else None  # "drive" or "wait"
+                last = first + goals.shape[0] - 1
+                arrived_m = self._arrived_by_gps(first + tracker.index, first, last)  # "drive" or "wait"
                 if arrived_m is not None:
-                    log.info("VNM walk: the GPS fix is at the last node (VNM localised on walk index %d): reached",
-                             first + tracker.index)
+                    log.info("VNM walk: the GPS fix is at the stretch's last node, walk index %d (VNM localised on "
+                             "walk index %d): reached", last, first + tracker.index)
                     tracker.reset(goals.shape[0] - 1)
-                    self._arrived_m = arrived_m
+                    if final:
+                        self._arrived_m = arrived_m
                     outcome = "reached"
                     break
                 if dec.status == "wait":

@@ -233,7 +233,9 @@ class _StretchFollower:
             if done and self.cur == len(self.parts) - 1 and self.parts[self.cur][0] == "vnm":
                 self._goal_check()  # may add a last GPS stretch
             elif not (done or lost) and self._arrived_by_gps():
-                return 0.0, 0.0, True, False
+                if self.cur == len(self.parts) - 1:
+                    return 0.0, 0.0, True, False
+                done = True  # at the end of a VNM stretch by GPS: on to the next stretch
             if not done or self.cur == len(self.parts) - 1:
                 return v, w, done, lost
             self.cur += 1
@@ -244,20 +246,20 @@ class _StretchFollower:
                 self.align = self._stretch_yaw(self.xy, self.heading, lo, hi)
 
     def _arrived_by_gps(self) -> bool:
-        """The navigator's GPS arrival on the final VNM stretch: localised within ``window`` nodes of the end
-        and the fix at or past the last node within ``gps_goal_check_m`` (:func:`core.control.passed_end`)."""
-        mode, lo, _hi, f = self.parts[self.cur]
-        k = self.xy.shape[0]
-        if (self.gps is None or not self.p.gps_goal_check_m > 0 or mode != "vnm" or self.cur != len(self.parts) - 1
-                or lo + f.tracker.index < k - 1 - self.p.window):
+        """The navigator's GPS arrival at the end of a VNM stretch: localised within ``window`` nodes of the
+        stretch's end and the fix at or past its last node within ``gps_goal_check_m``
+        (:func:`core.control.passed_end`)."""
+        mode, lo, hi, f = self.parts[self.cur]
+        if (self.gps is None or not self.p.gps_goal_check_m > 0 or mode != "vnm"
+                or lo + f.tracker.index < hi - self.p.window):
             return False
         g = self.gps.state()
-        return passed_end(self.xy, g.x_m, g.y_m, radius_m=self.p.gps_goal_check_m)
+        return passed_end(self.xy[lo:hi + 1], g.x_m, g.y_m, radius_m=self.p.gps_goal_check_m)
 
     def _goal_check(self) -> None:
         """The navigator's GPS check of the VNM's "reached" (``gps_goal_check_m``): with the fix farther
-        than that from the last node, a GPS stretch from the walk node nearest the fix (among the last 10)
-        drives to the end."""
+        than that from the last node, a GPS stretch from the walk node nearest the fix (among the last 10,
+        within the last stretch) drives to the end."""
         if self.gps is None or not self.p.gps_goal_check_m > 0:
             return
         g = self.gps.state()
@@ -266,7 +268,7 @@ class _StretchFollower:
             return
         if math.hypot(g.x_m - self.xy[-1, 0], g.y_m - self.xy[-1, 1]) <= self.p.gps_goal_check_m:
             return
-        tail = np.arange(max(0, k - 10), k)
+        tail = np.arange(max(0, self.parts[-1][1], k - 10), k)
         j = int(tail[np.argmin(np.hypot(self.xy[tail, 0] - g.x_m, self.xy[tail, 1] - g.y_m))])
         j = min(j, k - 2)
         log.debug("drive: the VNM ended %.1f m from the last node by GPS; GPS drives from walk index %d",

@@ -135,6 +135,7 @@ def _follow_with_sim_vnm(tmp_path, world, jpegs, walk_latlon, headings, start):
 
     import robot_app
     from robot_app.navigator import GpsNavigator
+    from robot_app.sim.eval_drive import DriveParams
     from robot_app.vnm_navigator import VnmNavigator
 
     shipped = Path(robot_app.__file__).resolve().parent / "data" / "models" / "sim"
@@ -160,8 +161,10 @@ def _follow_with_sim_vnm(tmp_path, world, jpegs, walk_latlon, headings, start):
                 await app.base.wait_connected(10.0)
                 vnm = app.vnm_model()
                 gps = GpsNavigator(app, max_v_mps=1.0, lookahead_m=2.0, goal_radius_m=1.0, timeout_s=30.0)
-                nav = VnmNavigator(app, vnm, max_v_mps=1.0, lost_steps=26.0, goal_confirm_steps=4, timeout_s=30.0,
-                                   gps_navigator=gps)
+                # the sim's rules (eval sim's DriveParams, the sim demo): no step is lost by its distance;
+                # with 26 this VNM, stepped at real time on a loaded machine, lost the last stretch now and then
+                nav = VnmNavigator(app, vnm, max_v_mps=1.0, lost_steps=DriveParams().lost_steps, goal_confirm_steps=4,
+                                   timeout_s=30.0, gps_navigator=gps)
                 report = await nav.follow(jpegs, walk_latlon, headings)
             finally:
                 app.request_stop()
