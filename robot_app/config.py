@@ -252,8 +252,9 @@ class VnmNavConfig:
                                        "sets 50: its stand-in VNM loses walks at junctions)")
     gps_goal_check_m: float = _opt(3.0, min=0.0, max=100.0,
                                    doc="when the VNM reports the goal but the GPS fix is farther than this from "
-                                       "the last node, the GPS navigator drives the rest (0 = off; needs a map "
-                                       "with positions)")
+                                       "the last node, the GPS navigator drives the rest; a fix at or past a VNM "
+                                       "stretch's last node within this ends the stretch reached (0 = off; needs "
+                                       "a map with positions)")
     max_off_walk_m: float = _opt(10.0, min=0.0, max=1000.0,
                                  doc="a VNM stretch ends lost (the mission re-plans from the GPS fix) when a "
                                      "fresh GPS fix is farther than this from the stretch's nodes, after one "

@@ -521,11 +521,10 @@ class VnmNavigator:
             return None
         return est.x_m, est.y_m
 
-    def _arrived_by_gps(self, index: int, first: int = 0, last: int | None = None) -> float | None:
-        """With the VNM localised at walk index ``index``, within ``window`` nodes of the end of the stretch
-        ``first``..``last`` (walk indices; default the whole walk), and a fresh GPS fix at or past the
-        stretch's last node within ``gps_goal_check_m`` (0: never): the fix's distance (m) to that node;
-        else None."""
+    def _arrived_by_gps(self, index: int, last: int | None = None) -> float | None:
+        """With the VNM localised at walk index ``index``, within ``window`` nodes of the walk index
+        ``last`` (a stretch's end; default the walk's), and a fresh GPS fix at or past that node within
+        ``gps_goal_check_m`` (0: never): the fix's distance (m) to that node; else None."""
         xy = self._walk_xy
         if xy is None or not self.gps_goal_check_m > 0:
             return None
@@ -533,10 +532,11 @@ class VnmNavigator:
         if index < last - self.rules.window:
             return None
         fix = self._fresh_fix_xy()
-        part = xy[first:last + 1]
-        if fix is None or not passed_end(part, *fix, radius_m=self.gps_goal_check_m):
+        # the walk up to the stretch's end: passed_end takes its last leg from the nodes before, which a
+        # stretch of one or two close nodes would not have
+        if fix is None or not passed_end(xy[:last + 1], *fix, radius_m=self.gps_goal_check_m):
             return None
-        return float(math.hypot(fix[0] - part[-1, 0], fix[1] - part[-1, 1]))
+        return float(math.hypot(fix[0] - xy[last, 0], fix[1] - xy[last, 1]))
 
     def _walk_distance_m(self, first: int, n: int) -> float | None:
         """The distance (m) of a fresh GPS fix from the VNM stretch's nodes (walk indices first ..
@@ -617,6 +617,7 @@ class VnmNavigator:
         # robot that has lost the walk visually would otherwise drive on
         guard = self.max_off_walk_m > 0 and self._walk_xy is not None
         armed = False
+        last = first + goals.shape[0] - 1
         try:
             while True:
                 now = time.monotonic()
@@ -652,11 +653,10 @@ class VnmNavigator:
                 if dec.status in ("lost", "reached"):
                     outcome = dec.status
                     break
-                last = first + goals.shape[0] - 1
-                arrived_m = self._arrived_by_gps(first + tracker.index, first, last)  # "drive" or "wait"
+                arrived_m = self._arrived_by_gps(first + tracker.index, last)  # "drive" or "wait"
                 if arrived_m is not None:
-                    log.info("VNM walk: the GPS fix is at the stretch's last node, walk index %d (VNM localised on "
-                             "walk index %d): reached", last, first + tracker.index)
+                    log.info("VNM walk: the GPS fix is at or past the stretch's last node, walk index %d (VNM "
+                             "localised on walk index %d): reached", last, first + tracker.index)
                     tracker.reset(goals.shape[0] - 1)
                     if final:
                         self._arrived_m = arrived_m

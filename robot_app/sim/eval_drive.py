@@ -254,7 +254,7 @@ class _StretchFollower:
                 or lo + f.tracker.index < hi - self.p.window):
             return False
         g = self.gps.state()
-        return passed_end(self.xy[lo:hi + 1], g.x_m, g.y_m, radius_m=self.p.gps_goal_check_m)
+        return passed_end(self.xy[:hi + 1], g.x_m, g.y_m, radius_m=self.p.gps_goal_check_m)
 
     def _goal_check(self) -> None:
         """The navigator's GPS check of the VNM's "reached" (``gps_goal_check_m``): with the fix farther

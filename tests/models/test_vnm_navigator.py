@@ -156,8 +156,8 @@ def test_vnm_stretch_gps_guard_and_arrival(tmp_path, vnm_export):
 
 
 def test_gps_arrival_needs_the_last_window_and_a_fresh_fix():
-    """The arrival check on walk indices (a final stretch that starts at walk index 5 of 16, window 4; a
-    stretch that ends at walk index 8)."""
+    """The arrival check on walk indices (the walk's end, index 15, window 4; a stretch that ends at walk
+    index 8)."""
     from types import SimpleNamespace
 
     from robot_app.navigator import PoseEstimator
@@ -176,8 +176,13 @@ def test_gps_arrival_needs_the_last_window_and_a_fresh_fix():
     assert nav._arrived_by_gps(15) is None  # a stale fix
     # the end of a VNM stretch inside the walk (walk indices 0-8, its last node at (0, 16)): the same rule
     est.x_m, est.y_m, est.fix_t_mono_s = 0.0, 17.0, time.monotonic()
-    assert nav._arrived_by_gps(4, 0, 8) == 1.0 and nav._arrived_by_gps(3, 0, 8) is None
+    assert nav._arrived_by_gps(4, 8) == 1.0 and nav._arrived_by_gps(3, 8) is None
     assert nav._arrived_by_gps(15) is None  # the walk's own end is 13 m on
+    est.y_m = 15.0
+    assert nav._arrived_by_gps(8, 8) is None  # 1 m before it
+    # a stretch of one node (walk index 8): the leg into it still comes from the walk before
+    est.y_m = 15.5
+    assert nav._arrived_by_gps(8, 8) is None
     est.x_m, est.y_m, est.fix_t_mono_s = 0.0, 31.0, time.monotonic() - 10.0
     assert nav._walk_distance_m(5, 11) is None
     est.x_m, est.y_m, est.fix_t_mono_s = 12.0, 13.0, time.monotonic()
