@@ -220,7 +220,7 @@ class MissionConfig:
 
 @dataclass(frozen=True)
 class VnmNavConfig:
-    """The VNM navigator's walk-following rules (robot_app.vnm_navigator.WalkRules; GNM deployment loop)."""
+    """The VNM navigator's walk-following rules (robot_app.walk_following.WalkRules; GNM deployment loop)."""
 
     window: int = _opt(4, min=0, max=100, doc="walk nodes scored on each side of the last localisation (GNM radius)")
     close_steps: float = _opt(3.0, min=0.0, max=1000.0,

@@ -3,7 +3,7 @@
 Two drivers, as in LM-Nav's experiments (Shah et al., CoRL 2022, Sec. 5 and its GPS ablation):
 
 - ``vnm``: the visual navigation model follows the walk's node images (GNM / ViNT deployment loop,
-  DESIGN.md "VNM contract"): the same :class:`robot_app.vnm_navigator.WalkTracker` that
+  DESIGN.md "VNM contract"): the same :class:`robot_app.walk_following.WalkTracker` that
   :class:`~robot_app.vnm_navigator.VnmNavigator` steps on the robot, stepped on the simulation clock, with
   the operator's interventions inside the loop. At the VNM's frame rate the rendered camera frame enters
   the context queue, the VNM scores the walk's nodes within ``window`` indices of the last localisation,
@@ -154,10 +154,10 @@ class _GpsFollower:
 
 
 class _VnmFollower:
-    """The GNM deployment loop on rendered frames: :class:`robot_app.vnm_navigator.WalkTracker` stepped."""
+    """The GNM deployment loop on rendered frames: :class:`robot_app.walk_following.WalkTracker` stepped."""
 
     def __init__(self, vnm, goals: np.ndarray, renderer, p: DriveParams):
-        from robot_app.vnm_navigator import WalkRules, WalkTracker
+        from robot_app.walk_following import WalkRules, WalkTracker
 
         self.vnm, self.goals, self.ren, self.p = vnm, goals, renderer, p
         self.ctx = vnm.new_context()
@@ -194,7 +194,7 @@ class _VnmFollower:
 
 
 class _StretchFollower:
-    """The walk split by :func:`robot_app.vnm_navigator.walk_stretches`: each stretch has its own driver
+    """The walk split by :func:`robot_app.walk_following.walk_stretches`: each stretch has its own driver
     (a :class:`_VnmFollower` on the stretch's node images or a :class:`_GpsFollower` on its map
     positions), run in walk order; a stretch that ends hands over to the next one at their shared node."""
 
@@ -203,7 +203,7 @@ class _StretchFollower:
         self.parts = [(mode, lo, hi, make(mode, lo, hi, i == len(stretches) - 1)) for i, (mode, lo, hi) in
                       enumerate(stretches)]
         self.cur = 0
-        from robot_app.vnm_navigator import stretch_yaw
+        from robot_app.walk_following import stretch_yaw
 
         self.xy, self.p, self.gps, self.heading = walk_xy, p, gps, heading
         self._stretch_yaw = stretch_yaw
@@ -242,7 +242,7 @@ class _StretchFollower:
             mode, lo, hi, f = self.parts[self.cur]
             log.debug("drive: walk index %d, %s from here", lo, mode)
             f.reset(0)
-            if mode == "vnm":  # the navigator's rule (robot_app.vnm_navigator.stretch_yaw)
+            if mode == "vnm":  # the navigator's rule (robot_app.walk_following.stretch_yaw)
                 self.align = self._stretch_yaw(self.xy, self.heading, lo, hi)
 
     def _arrived_by_gps(self) -> bool:
@@ -293,7 +293,7 @@ def drive_walk(world: World, walk_true_xy, *, mode: str, walk_gps_xy=None, vnm=N
     node_heading_rad : (K,) float, the nodes' recorded headings (the map's, yaw CCW from east; NaN
         unknown). With ``walk_gps_xy`` too and ``params.gps_where_facing_away``, mode ``vnm`` drives the
         stretches whose images face away from the walk's direction by GPS (as the robot's navigator
-        does, :func:`robot_app.vnm_navigator.walk_stretches`); ``DriveResult.gps_m`` says how far. With
+        does, :func:`robot_app.walk_following.walk_stretches`); ``DriveResult.gps_m`` says how far. With
         ``walk_gps_xy`` alone, only the GPS goal check (``params.gps_goal_check_m``). The turns in place
         before a VNM stretch and the GPS stretches steer with the plant's true heading (the robot uses
         its gyro, GPS course or fused estimate).
@@ -338,7 +338,7 @@ def drive_walk(world: World, walk_true_xy, *, mode: str, walk_gps_xy=None, vnm=N
         # as VnmNavigator.plan_stretches: positions give the GPS stretches and checks (no approach leg and
         # no gps_first_m: eval's walks start at the robot's node and are never re-planned)
         if walk_gps_xy is not None:
-            from robot_app.vnm_navigator import vnm_nodes, walk_stretches
+            from robot_app.walk_following import vnm_nodes, walk_stretches
 
             gxy = np.asarray(walk_gps_xy, dtype=np.float64).reshape(-1, 2)
             heading = None if node_heading_rad is None else np.asarray(node_heading_rad, dtype=np.float64).reshape(-1)

@@ -1,6 +1,6 @@
 """Development drives for the VNM navigator: seeded random walks on a map's TRUE geometry, driven in the sim.
 
-Choosing the navigator's rules (:class:`robot_app.vnm_navigator.WalkRules`) on ``robot-app eval sim``'s
+Choosing the navigator's rules (:class:`robot_app.walk_following.WalkRules`) on ``robot-app eval sim``'s
 instruction sets would tune on the figures it reports; these walks are drawn from the map alone.
 :func:`dev_walks` picks random start nodes and, for each, a random end node 40-150 m away along the
 shortest FORWARD path on the nodes' true positions (nodes within ``link_m`` joined, as

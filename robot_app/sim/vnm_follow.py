@@ -146,8 +146,8 @@ def follow_walk(world: World | str, vnm, node_images: Sequence[np.ndarray], *, s
         [models] vnm_max_v_mps, [robot] max_omega_radps defaults).
     window, close_steps, lost_steps, waypoint_index, max_lost_steps, goal_close, recover_window,
     goal_confirm_steps
-        As :class:`robot_app.vnm_navigator.WalkRules` (the loop steps its
-        :class:`~robot_app.vnm_navigator.WalkTracker`; ``lost_steps`` default: the trained range's top;
+        As :class:`robot_app.walk_following.WalkRules` (the loop steps its
+        :class:`~robot_app.walk_following.WalkTracker`; ``lost_steps`` default: the trained range's top;
         the goal is reached when the robot localises on the last node, GNM's deployment rule, and with
         ``goal_close`` also closer than ``close_steps``).
     timeout_s : float, optional
@@ -177,7 +177,7 @@ def follow_walk(world: World | str, vnm, node_images: Sequence[np.ndarray], *, s
         if node_poses is None:
             raise ValueError("follow_walk: give start_pose or node_poses")
         start_pose = tuple(float(v) for v in node_poses[0])
-    from robot_app.vnm_navigator import WalkRules, WalkTracker
+    from robot_app.walk_following import WalkRules, WalkTracker
 
     goals = vnm.preprocess_many(list(node_images))
     n = len(node_images)

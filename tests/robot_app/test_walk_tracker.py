@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from robot_app.vnm_navigator import WalkRules, WalkTracker
+from robot_app.walk_following import WalkRules, WalkTracker
 
 
 def _step(tr: WalkTracker, dist_of):
@@ -141,7 +141,7 @@ def test_vnm_navigator_takes_its_rules_from_the_config(tmp_path):
     ([1, 1], {}, [("vnm", 0, 1)]),
 ])
 def test_walk_stretches_drive_facing_runs_with_the_vnm_and_the_rest_by_gps(facing, kw, want):
-    from robot_app.vnm_navigator import walk_stretches
+    from robot_app.walk_following import walk_stretches
 
     got = walk_stretches(np.asarray(facing, dtype=bool), **kw)
     assert got == want
@@ -150,7 +150,7 @@ def test_walk_stretches_drive_facing_runs_with_the_vnm_and_the_rest_by_gps(facin
 
 
 def test_walk_stretches_refuse_bad_input():
-    from robot_app.vnm_navigator import walk_stretches
+    from robot_app.walk_following import walk_stretches
 
     with pytest.raises(ValueError, match="non-empty"):
         walk_stretches([])
@@ -178,7 +178,7 @@ def test_route_jobs_use_map_headings_only_from_maps_that_smooth_them(caplog):
 def test_stretch_yaw_faces_the_way_the_stretch_goes():
     import math
 
-    from robot_app.vnm_navigator import stretch_yaw
+    from robot_app.walk_following import stretch_yaw
 
     xy = np.array([[0.0, 0.0], [0.5, 0.5], [0.0, 1.0], [0.0, 2.5], [0.0, 4.0]])  # a corner node, then north
     heading = np.array([math.pi / 4, 1.0, 1.2, math.pi / 2, math.pi / 2])
