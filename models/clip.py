@@ -269,7 +269,7 @@ class Grounding:
 
 def ground_landmarks(clip_model: ClipModel, landmarks: Sequence[str], image_emb, image_node, *, n_nodes: int,
                      logit_scale: float | None = None, normalise: str = "nodes", min_cosine: float = 0.2,
-                     top_k: int = 3) -> Grounding:
+                     top_k: int = 3, max_cosine: float = 1.0) -> Grounding:
     """Ground landmark phrases in a map: CLIP text embeddings vs. the map's node image embeddings.
 
     Parameters
@@ -292,6 +292,9 @@ def ground_landmarks(clip_model: ClipModel, landmarks: Sequence[str], image_emb,
         ``[models] landmark_min_cosine``).
     top_k
         Candidate nodes returned per landmark.
+    max_cosine
+        Cosines above it count as equal in the log-likelihoods (config ``[planner] max_cosine``, see
+        ``core.grounding``); 1 = off. The best nodes, cosines and ``not_in_map`` use the raw cosines.
 
     Raises
     ------
@@ -303,7 +306,7 @@ def ground_landmarks(clip_model: ClipModel, landmarks: Sequence[str], image_emb,
     text_emb = clip_model.encode_landmarks(list(landmarks))
     cos = node_similarity(image_emb, image_node, text_emb, n_nodes=n_nodes)
     scale = clip_model.logit_scale if logit_scale is None else float(logit_scale)
-    loglik = log_likelihoods(cos, logit_scale=scale, normalise=normalise)
+    loglik = log_likelihoods(cos, logit_scale=scale, normalise=normalise, max_cosine=max_cosine)
     k = len(landmarks)
     order = np.argsort(-cos, axis=0, kind="stable")[:top_k].T  # (K, <=top_k)
     top_nodes = np.full((k, top_k), -1, dtype=np.int64)

@@ -57,6 +57,10 @@ class PlannerConfig:
                                                 "0 = the model's own (sidecar; 100 for OpenAI CLIP)")
     normalise: str = _opt("nodes", choices=("nodes", "landmarks"),
                           doc="softmax over the map's nodes per landmark (paper's P(i|t)) or over landmarks")
+    max_cosine: float = _opt(1.0, min=-0.99, max=1.0,
+                             doc="CLIP cosines above this count as equal in the grounding (every clear view of "
+                                 "a landmark alike, so that the walk length picks among them; core.grounding); "
+                                 "1 = off, LM-Nav's objective")
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ def ground_instruction(text: str, topomap, *, config, parser: str | None = None,
         raise PlanningError(f"{exc}; rebuild the map with this CLIP model installed") from exc
     g = ground_landmarks(clip, landmarks, image_emb, image_node, n_nodes=len(topomap.nodes),
                          logit_scale=config.planner.logit_scale or None, normalise=config.planner.normalise,
-                         min_cosine=config.models.landmark_min_cosine)
+                         min_cosine=config.models.landmark_min_cosine, max_cosine=config.planner.max_cosine)
     info = {"parser": used, "clip_model": clip.model_id, "landmarks": [
         {"name": lm, "best_node": int(g.best_node[i]), "best_cosine": float(g.best_cosine[i]),
          "not_in_map": bool(g.not_in_map[i]), "top_nodes": [int(v) for v in g.top_nodes[i] if v >= 0]}

@@ -35,7 +35,7 @@ def register(sub, groups) -> None:
                    help="landmark parser (default: [llm] landmark_parser)")
     p.add_argument("--alpha", type=float, default=None,
                    help="walk-length weight per VNM time step (default: the alpha `eval sim-tune --write` recorded "
-                        "for the models, else [planner] alpha)")
+                        "for the models, else [planner] alpha; the cosine cap recorded with it applies either way)")
     p.add_argument("--node-spacing", type=float, default=1.0, metavar="M",
                    help="map node spacing in metres driven ([mapping] min_travel_m for this map; default 1, as GNM's "
                         "topological maps, so that consecutive nodes are a few VNM time steps apart)")
@@ -52,11 +52,13 @@ def register(sub, groups) -> None:
     p.set_defaults(func=_eval_sim)
 
     t = groups["eval"].add_parser(
-        "sim-tune", help="choose the planner's alpha on generated development instructions (not the reported sets)",
+        "sim-tune", help="choose the planner's alpha and cosine cap on generated development instructions "
+                         "(not the reported sets)",
         description="Generate a seeded development set of instructions per world from the world's ground truth "
                     "(random start, 2-4 landmark categories, truth = the instances a perfect category detector's "
                     "shortest walk visits), ground them with the sim VLM and report LM-Nav planning success for "
-                    "each alpha of a grid. Prints the alpha to set as [planner] alpha; writes sim-tune.json and "
+                    "each alpha and cosine cap of a grid. Prints the alpha and cap to set as [planner] alpha and "
+                    "max_cosine; writes sim-tune.json and "
                     "sim-tune.png to --out. Reuses the explorations and maps of `robot-app eval sim` in "
                     "--out/WORLD.")
     t.add_argument("--world", action="append", default=None,
@@ -71,11 +73,14 @@ def register(sub, groups) -> None:
     t.add_argument("--seed", type=int, default=1, help="seed of the development set (default 1)")
     t.add_argument("--alphas", default=None,
                    help="comma-separated alpha grid per VNM time step (default 0.001,0.002,0.005,...,0.2)")
+    t.add_argument("--max-cosines", default=None,
+                   help="comma-separated grid of the grounding's cosine cap, [planner] max_cosine (1 = off; "
+                        "default 1,0.5,0.48,0.46,0.44,0.42)")
     t.add_argument("--logit-scale", type=float, default=None,
                    help="grounding logit scale (default: [planner] logit_scale, else the model's own)")
     t.add_argument("--write", action="store_true",
-                   help="record the chosen alpha in the models folder (planner-tuning.json), where eval sim and "
-                        "demo take it from for those model files")
+                   help="record the chosen alpha and cosine cap in the models folder (planner-tuning.json), "
+                        "where eval sim and demo take them from for those model files")
     t.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     t.set_defaults(func=_eval_sim_tune)
 
@@ -137,7 +142,7 @@ def _eval_sim_tune(args, config) -> int:
         raise UsageError("eval sim-tune needs the simulated world: pip install 'robot-app[sim]'") from exc
     from robot_app.sim.eval import EvalError
     from robot_app.sim.eval_instructions import InstructionFileError
-    from robot_app.sim.eval_tune import DEFAULT_ALPHAS, TuneSettings, run_sim_tune
+    from robot_app.sim.eval_tune import DEFAULT_ALPHAS, DEFAULT_MAX_COSINES, TuneSettings, run_sim_tune
     from robot_app.sim.world import WorldError
 
     if not 1 <= args.n <= 10000:
@@ -150,6 +155,14 @@ def _eval_sim_tune(args, config) -> int:
             raise UsageError(f"--alphas {args.alphas!r}: expected comma-separated numbers") from exc
         if not alphas or not all(0 < a < float("inf") for a in alphas):
             raise UsageError(f"--alphas {args.alphas!r}: every alpha must be a finite number > 0")
+    caps = DEFAULT_MAX_COSINES
+    if args.max_cosines is not None:
+        try:
+            caps = tuple(float(c) for c in args.max_cosines.split(",") if c.strip())
+        except ValueError as exc:
+            raise UsageError(f"--max-cosines {args.max_cosines!r}: expected comma-separated numbers") from exc
+        if not caps or not all(-1 < c <= 1 for c in caps):
+            raise UsageError(f"--max-cosines {args.max_cosines!r}: every cap must be in (-1, 1]")
     if args.logit_scale is not None and not 0 < args.logit_scale < float("inf"):
         raise UsageError(f"--logit-scale {args.logit_scale}: must be a finite number > 0")
     if args.models is not None and not args.models.is_dir():
@@ -161,7 +174,8 @@ def _eval_sim_tune(args, config) -> int:
     settings = TuneSettings(worlds=tuple(args.world or ("campus", "industrial")), out_dir=str(args.out),
                             instructions=str(args.instructions) if args.instructions else None,
                             models_dir=str(args.models) if args.models else None, n=args.n, seed=args.seed,
-                            alphas=alphas, logit_scale=args.logit_scale, write=args.write, progress=not args.json)
+                            alphas=alphas, max_cosines=caps, logit_scale=args.logit_scale, write=args.write,
+                            progress=not args.json)
     try:
         report = run_sim_tune(settings, config)
     except (WorldError, InstructionFileError, EvalError, ValueError) as exc:
@@ -172,6 +186,15 @@ def _eval_sim_tune(args, config) -> int:
         print(json.dumps(report, indent=2))
         return 0
     names = list(report["worlds"])
+    if len(report["max_cosines"]) > 1:
+        worlds = [report["worlds"][n] for n in names if report["worlds"][n]["instructions"]]
+        best = []
+        for c in report["max_cosines"]:
+            rates = [w["success_rate_by_max_cosine"][f"{c:g}"] for w in worlds]
+            best.append(f"{c:g} {100 * max(sum(col) / len(col) for col in zip(*rates)):.0f}%")
+        print("mean success at the best alpha, per cosine cap ([planner] max_cosine; 1 = off): "
+              + ", ".join(best) + "\n")
+    print(f"with max_cosine {report['max_cosine']:g}:")
     print(f"{'alpha':>8}  " + "  ".join(f"{n:>12}" for n in names) + f"  {'mean':>6}")
     for i, a in enumerate(report["alphas"]):
         rates = [report["worlds"][n]["success_rate"] for n in names]
@@ -179,8 +202,8 @@ def _eval_sim_tune(args, config) -> int:
         print(f"{a:>8.4g}  {cells}  {100 * report['mean_success_rate'][i]:>5.0f}%")
     scales = ", ".join(f"{n} {w['logit_scale']:.4g}" for n, w in report["worlds"].items())
     where = (f"written to {report['written']}" if report.get("written")
-             else "--write records it with the models; or set it as [planner] alpha")
+             else "--write records them with the models; or set [planner] alpha and max_cosine")
     print(f"\nLM-Nav planning success on {report['n']} development instructions per world (seed {report['seed']}), "
-          f"logit scale {scales}.\nchosen alpha: {report['alpha']:.4g}  ({where})"
+          f"logit scale {scales}.\nchosen alpha: {report['alpha']:.4g}, max_cosine {report['max_cosine']:g}  ({where})"
           f"\nreport: {report['report']}\nchart:  {report['chart']}\n({report['wall_s']:.0f} s)")
     return 0

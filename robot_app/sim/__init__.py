@@ -27,9 +27,9 @@ _EXPORTS = {
     "train_sim_vlm": "train_vlm",
 }
 
-__all__ = sorted([*_EXPORTS, "shipped_models_dir", "tuned_alpha", "TUNING_FILE"])
+__all__ = sorted([*_EXPORTS, "shipped_models_dir", "tuned_alpha", "tuned_planner", "TUNING_FILE"])
 
-#: File in a models folder that records the planner's alpha chosen for those models by
+#: File in a models folder that records the planner's alpha (and cosine cap) chosen for those models by
 #: ``robot-app eval sim-tune --write`` (:mod:`robot_app.sim.eval_tune`).
 TUNING_FILE = "planner-tuning.json"
 
@@ -52,10 +52,12 @@ def _model_digest(models_dir: Path, sidecar: str) -> str | None:
         return None
 
 
-def tuned_alpha(models_dir) -> float | None:
-    """The alpha (per VNM time step) that ``robot-app eval sim-tune --write`` chose for the models in
-    ``models_dir`` (:data:`TUNING_FILE`), or None when there is none, it is unreadable, or it was chosen
-    for other model files (the CLIP image encoder's or the VNM's sha256 differ; a warning says which).
+def tuned_planner(models_dir) -> dict | None:
+    """The planner settings that ``robot-app eval sim-tune --write`` chose for the models in ``models_dir``
+    (:data:`TUNING_FILE`): ``{"alpha": float, "max_cosine": float}`` (alpha per VNM time step; the
+    grounding's cosine cap, 1 = off, also for files written before the cap was tuned), or None when
+    there is none, it is unreadable, a value is out of range, or it was chosen for other model files
+    (the CLIP image encoder's or the VNM's sha256 differ; a warning says which).
     """
     import json
     import logging
@@ -69,18 +71,29 @@ def tuned_alpha(models_dir) -> float | None:
     try:
         doc = json.loads(f.read_text(encoding="utf-8"))
         alpha = float(doc["alpha"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        log.warning("%s: unreadable (%s); using [planner] alpha", f, exc)
+        cap = float(doc.get("max_cosine", 1.0))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        log.warning("%s: unreadable (%s); using [planner] alpha and max_cosine", f, exc)
         return None
     if not (math.isfinite(alpha) and alpha > 0):
         log.warning("%s: alpha %r is not a finite number > 0; using [planner] alpha", f, doc.get("alpha"))
         return None
+    if not (math.isfinite(cap) and -1.0 < cap <= 1.0):
+        log.warning("%s: max_cosine %r is not in (-1, 1]; using [planner] alpha and max_cosine", f,
+                    doc.get("max_cosine"))
+        return None
     for key, sidecar in (("clip_image_sha256", "clip-image.onnx.json"), ("vnm_sha256", "vnm.onnx.json")):
         if doc.get(key) != _model_digest(d, sidecar):
-            log.warning("%s: chosen for another %s than the one installed; using [planner] alpha "
-                        "(re-run robot-app eval sim-tune --write)", f, sidecar.split(".")[0])
+            log.warning("%s: chosen for another %s than the one installed; using [planner] alpha and "
+                        "max_cosine (re-run robot-app eval sim-tune --write)", f, sidecar.split(".")[0])
             return None
-    return alpha
+    return {"alpha": alpha, "max_cosine": cap}
+
+
+def tuned_alpha(models_dir) -> float | None:
+    """The alpha of :func:`tuned_planner` (None where that is None)."""
+    t = tuned_planner(models_dir)
+    return None if t is None else t["alpha"]
 
 
 def __getattr__(name: str):

@@ -261,7 +261,8 @@ def _plan_row(ctx: _Context, ins, parse_fn) -> tuple[dict, dict]:
     else:
         logp = ground_landmarks(ctx.clip, landmarks, ctx.image_emb, ctx.image_node, n_nodes=len(ctx.map.nodes),
                                 logit_scale=cfg.planner.logit_scale or None, normalise=cfg.planner.normalise,
-                                min_cosine=cfg.models.landmark_min_cosine).log_likelihood
+                                min_cosine=cfg.models.landmark_min_cosine,
+                                max_cosine=cfg.planner.max_cosine).log_likelihood
     walks, row["planners"] = {}, {}
     for name, fn in (("lmnav", plan_walk), ("max-likelihood", plan_max_likelihood)):
         r = fn(*ctx.csr, logp, start, alpha=cfg.planner.alpha)
@@ -328,12 +329,15 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
     if not (models_dir / config.models.clip_image_file).is_file():
         raise EvalError(f"{models_dir}: no CLIP-format model ({config.models.clip_image_file}); eval sim needs the "
                         "sim VLM (robot_app/data/models/sim) or --models DIR")
-    from robot_app.sim import tuned_alpha
+    from robot_app.sim import tuned_planner
 
-    alpha = settings.alpha if settings.alpha is not None else tuned_alpha(models_dir)
+    tuned = tuned_planner(models_dir)
+    alpha = settings.alpha if settings.alpha is not None else tuned["alpha"] if tuned else None
     alpha_source = ("--alpha" if settings.alpha is not None else
                     "planner-tuning.json (eval sim-tune)" if alpha is not None else "[planner] alpha")
     cfg = _eval_config(config, models_dir, alpha, settings.node_spacing_m)
+    if tuned is not None:  # the cosine cap chosen with the models (with --alpha too)
+        cfg = dataclasses.replace(cfg, planner=dataclasses.replace(cfg.planner, max_cosine=tuned["max_cosine"]))
     log_dir, explore_info, explore_cached = _explore(world, iset, settings, out)
     map_path, build_info, map_cached = _build(log_dir, models_dir, cfg, explore_info["key"], out, settings.progress)
     rows = []
@@ -352,6 +356,7 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
     report = {"world": world.name, "instructions_file": str(ipath), "models_dir": str(models_dir),
               "models": {"clip": ctx.clip.model_id, "vnm": getattr(ctx.vnm, "model_id", None)},
               "seed": settings.seed, "alpha": cfg.planner.alpha, "alpha_source": alpha_source,
+              "max_cosine": cfg.planner.max_cosine,
               "grounding": settings.grounding,
               "logit_scale": cfg.planner.logit_scale or ctx.clip.logit_scale, "normalise": cfg.planner.normalise,
               "node_spacing_m": cfg.mapping.min_travel_m,

@@ -143,7 +143,8 @@ def write_chart(report: dict, path: Path) -> Path:
     axes[0].axhline(0.85, color="grey", lw=0.8, ls="--")
     axes[0].legend(fontsize=7, loc="lower right")
     fig.suptitle(f"robot-app eval sim: world {report['world']} ({len(report['instructions'])} instructions, "
-                 f"grounding {report.get('grounding', 'vlm')}, alpha {report.get('alpha')})")
+                 f"grounding {report.get('grounding', 'vlm')}, alpha {report.get('alpha')}, "
+                 f"max_cosine {report.get('max_cosine', 1.0):g})")
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=100)

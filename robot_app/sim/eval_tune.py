@@ -33,9 +33,11 @@ wall right. On the true geometry, the development set measures the map's edges a
 
 No parser runs (the phrases are given): the tuning concerns grounding and search only.
 
-With ``write``, the chosen alpha is recorded in the models folder (:func:`write_tuning`); ``robot-app
-eval sim`` and ``robot-app demo`` then plan with it for those model files
-(:func:`robot_app.sim.tuned_alpha`) unless ``--alpha`` is given.
+The same development sets choose the grounding's cosine cap (``[planner] max_cosine``,
+:mod:`core.grounding`) from a grid that includes 1 (off). With ``write``, the chosen alpha and cap are
+recorded in the models folder (:func:`write_tuning`); ``robot-app eval sim`` and ``robot-app demo`` then
+plan with them for those model files (:func:`robot_app.sim.tuned_planner`; ``--alpha`` overrides the
+alpha).
 """
 
 from __future__ import annotations
@@ -51,13 +53,16 @@ import numpy as np
 
 from robot_app.sim.eval_truth import TruthParams, truth_node_sets
 
-__all__ = ["DevInstruction", "TuneSettings", "DEFAULT_ALPHAS", "MIN_SEEN_NODES", "generate_dev_set", "dev_success",
-           "pick_alpha", "run_sim_tune", "write_tuning", "true_graph", "TRUE_LINK_M"]
+__all__ = ["DevInstruction", "TuneSettings", "DEFAULT_ALPHAS", "DEFAULT_MAX_COSINES", "MIN_SEEN_NODES",
+           "generate_dev_set", "dev_success", "pick_alpha", "run_sim_tune", "write_tuning", "true_graph", "TRUE_LINK_M"]
 
 log = logging.getLogger(__name__)
 
 #: Default alpha grid (per VNM time step), log-spaced over two and a half decades.
 DEFAULT_ALPHAS: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
+#: Default grid of the grounding's cosine saturation (``[planner] max_cosine``, :mod:`core.grounding`):
+#: 1 = off (LM-Nav's objective), then caps around the sim VLM's seen-target cosine (0.5).
+DEFAULT_MAX_COSINES: tuple[float, ...] = (1.0, 0.5, 0.48, 0.46, 0.44, 0.42)
 #: A landmark instance is asked for only when at least this many map nodes see it (ground truth): about
 #: as many metres of the exploration (1 m node spacing). Instances glimpsed from a node or two (an object
 #: at the edge of the frame at the end of its viewing range) are not landmarks an operator would name.
@@ -106,8 +111,9 @@ class TuneSettings:
     n: int = 60
     seed: int = 1
     alphas: tuple[float, ...] = DEFAULT_ALPHAS
+    max_cosines: tuple[float, ...] = DEFAULT_MAX_COSINES
     logit_scale: float | None = None
-    write: bool = False  # record the chosen alpha in the models folder (robot_app.sim.TUNING_FILE)
+    write: bool = False  # record the chosen alpha and cap in the models folder (robot_app.sim.TUNING_FILE)
     progress: bool = False
     truth: TruthParams = TruthParams()
 
@@ -302,7 +308,10 @@ def pick_alpha(alphas, success) -> float:
 
 
 def run_sim_tune(settings: TuneSettings, config) -> dict:
-    """Generate the development sets, measure LM-Nav planning success per alpha and pick alpha.
+    """Generate the development sets, measure LM-Nav planning success per alpha and per cosine cap
+    (``[planner] max_cosine``), and pick both: the cap whose best mean success (at its
+    :func:`pick_alpha` choice) is highest (among ties the largest, the nearest to the paper's
+    objective), then that cap's alpha.
 
     Uses (or records and builds) the same exploration and map as ``robot-app eval sim`` in
     ``out_dir/<world>``. Returns the JSON-ready report, also written to ``out_dir/sim-tune.json``, with a
@@ -315,7 +324,7 @@ def run_sim_tune(settings: TuneSettings, config) -> dict:
     robot_app.sim.eval_instructions.InstructionFileError
         As ``robot-app eval sim``.
     ValueError
-        An empty or non-positive alpha grid, ``n < 1``.
+        An empty or non-positive alpha grid, an empty cap grid or a cap outside (-1, 1], ``n < 1``.
     """
     from core.grounding import log_likelihoods, node_similarity
     from core.mapstore import open_map
@@ -326,13 +335,16 @@ def run_sim_tune(settings: TuneSettings, config) -> dict:
     alphas = tuple(sorted(float(a) for a in settings.alphas))
     if not alphas or alphas[0] <= 0 or not all(math.isfinite(a) for a in alphas):
         raise ValueError(f"alphas: expected finite values > 0, got {settings.alphas}")
+    caps = tuple(sorted({float(c) for c in settings.max_cosines}, reverse=True))
+    if not caps or not all(math.isfinite(c) and -1.0 < c <= 1.0 for c in caps):
+        raise ValueError(f"max_cosines: expected values in (-1, 1], got {settings.max_cosines}")
     t0 = time.perf_counter()
     out = Path(settings.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     models_dir = Path(settings.models_dir) if settings.models_dir else ev.default_models_dir(config)
     cfg = ev._eval_config(config, models_dir, None, 1.0)
     report: dict = {"models_dir": str(models_dir), "n": settings.n, "seed": settings.seed, "alphas": list(alphas),
-                    "worlds": {}}
+                    "max_cosines": list(caps), "worlds": {}}
     for wname in settings.worlds:
         world = load_world(wname)
         es = ev.EvalSettings(world=wname, out_dir=str(out / world.name), models_dir=str(models_dir),
@@ -348,22 +360,34 @@ def run_sim_tune(settings: TuneSettings, config) -> dict:
             scale = settings.logit_scale or cfg.planner.logit_scale or ctx.clip.logit_scale
             dev = generate_dev_set(world, None, ctx.true_xy, ctx.true_yaw, n=settings.n, seed=settings.seed,
                                    params=settings.truth)
-            ok = np.zeros((len(alphas), len(dev)), dtype=bool)
+            ok = np.zeros((len(caps), len(alphas), len(dev)), dtype=bool)
             for j, ins in enumerate(dev):
                 text = ctx.clip.encode_landmarks(list(ins.phrases))
                 cos = node_similarity(ctx.image_emb, ctx.image_node, text, n_nodes=len(topomap.nodes))
-                logp = log_likelihoods(cos, logit_scale=scale, normalise=cfg.planner.normalise)
-                for i, a in enumerate(alphas):
-                    ok[i, j] = dev_success(ctx.csr, logp, ins, a)
+                for c, cap in enumerate(caps):
+                    logp = log_likelihoods(cos, logit_scale=scale, normalise=cfg.planner.normalise, max_cosine=cap)
+                    for i, a in enumerate(alphas):
+                        ok[c, i, j] = dev_success(ctx.csr, logp, ins, a)
         report["worlds"][world.name] = {
             "instructions": len(dev), "logit_scale": float(scale), "clip_model": ctx.clip.model_id,
             "vnm_model": getattr(ctx.vnm, "model_id", None),
-            "success_rate": [round(float(x), 4) for x in ok.mean(axis=1)] if dev else [],
+            "success_rate_by_max_cosine": {f"{cap:g}": [round(float(x), 4) for x in ok[c].mean(axis=1)] if dev else []
+                                           for c, cap in enumerate(caps)},
             "dev_set": [d.as_dict() for d in dev]}
-    rates = [w["success_rate"] for w in report["worlds"].values() if w["success_rate"]]
-    if not rates:
+    worlds = [w for w in report["worlds"].values() if w["instructions"]]
+    if not worlds:
         raise ValueError("no development instruction could be generated for these worlds")
-    report["alpha"] = pick_alpha(alphas, np.array(rates).T)
+    best = None
+    for cap in caps:  # largest first: a tie keeps the cap nearest to the paper's objective
+        rates = np.array([w["success_rate_by_max_cosine"][f"{cap:g}"] for w in worlds])  # (W, A)
+        score = float(rates.mean(axis=0).max())  # pick_alpha's choice lies on this plateau
+        if best is None or score > best[0] + 1e-9:
+            best = (score, cap, pick_alpha(alphas, rates.T))
+    _, report["max_cosine"], report["alpha"] = best
+    key = f"{report['max_cosine']:g}"
+    for w in report["worlds"].values():
+        w["success_rate"] = w["success_rate_by_max_cosine"][key]
+    rates = [w["success_rate"] for w in worlds]
     report["mean_success_rate"] = [round(float(x), 4) for x in np.mean(rates, axis=0)]
     report["chart"] = str(_chart(report, out / "sim-tune.png"))
     report["wall_s"] = round(time.perf_counter() - t0, 1)
@@ -384,9 +408,9 @@ def _write_json(path: Path, doc: dict) -> None:
 
 
 def write_tuning(models_dir, report: dict) -> Path:
-    """Record the chosen alpha in ``models_dir/`` :data:`robot_app.sim.TUNING_FILE`, with the sha256 of
-    the CLIP image encoder and of the VNM it was chosen for (:func:`robot_app.sim.tuned_alpha` ignores
-    it for other files) and the development figures. Returns the file's path.
+    """Record the chosen alpha and cosine cap in ``models_dir/`` :data:`robot_app.sim.TUNING_FILE`, with the
+    sha256 of the CLIP image encoder and of the VNM they were chosen for (:func:`robot_app.sim.tuned_planner`
+    ignores them for other files) and the development figures. Returns the file's path.
 
     Raises
     ------
@@ -398,6 +422,7 @@ def write_tuning(models_dir, report: dict) -> Path:
     d = Path(models_dir)
     i = int(np.argmin(np.abs(np.log(np.asarray(report["alphas"])) - math.log(report["alpha"]))))
     doc = {"alpha": report["alpha"], "unit": "per VNM time step (core.search)",
+           "max_cosine": report.get("max_cosine", 1.0),
            "chosen_by": "robot-app eval sim-tune", "seed": report["seed"], "n_per_world": report["n"],
            "worlds": {name: {"instructions": w["instructions"], "logit_scale": w["logit_scale"],
                              "success_rate_at_alpha": w["success_rate"][i] if w["success_rate"] else None}
@@ -421,7 +446,12 @@ def _chart(report: dict, path: Path) -> Path:
         if w["success_rate"]:
             ax.plot(report["alphas"], [100 * x for x in w["success_rate"]], marker="o",
                     label=f"{name} ({w['instructions']} instructions)")
-    ax.axvline(report["alpha"], color="k", linestyle="--", linewidth=1, label=f"chosen alpha {report['alpha']:.3g}")
+    off = [w["success_rate_by_max_cosine"].get("1") for w in report["worlds"].values() if w["instructions"]]
+    if report.get("max_cosine", 1.0) < 1.0 and off and all(off):
+        ax.plot(report["alphas"], [100 * x for x in np.mean(off, axis=0)], color="grey", linestyle=":", marker=".",
+                label="mean without the cosine cap")
+    ax.axvline(report["alpha"], color="k", linestyle="--", linewidth=1,
+               label=f"chosen alpha {report['alpha']:.3g}, max_cosine {report.get('max_cosine', 1.0):g}")
     ax.set_xscale("log")
     ax.set_xlabel("alpha (per VNM time step)")
     ax.set_ylabel("LM-Nav planning success, dev. set (%)")

@@ -12,8 +12,11 @@ Loss (per batch of B views, C categories, one train phrasing t_c drawn per categ
 the labelled (view, category) pairs: ``(cos(f_i, t_c) - POS_COSINE)^2`` for a seen category (two-sided:
 a near, well-seen instance must not outscore a farther one that is also seen, so that among the instances
 of a landmark the walk length decides, as LM-Nav's objective intends, Shah et al. 2022, Sec. 4) and
-``max(0, cos - NEG_COSINE)^2`` for an unseen one (a margin, as in contrastive hinge losses); the seen
-term is averaged over the seen pairs, the unseen term over the unseen pairs that score above the margin
+``max(0, cos - NEG_COSINE)^2`` for an unseen one (a margin, as in contrastive hinge losses), and
+``max(0, cos - FAR_COSINE)^2`` for a category in clear view past the truth's range (label ``FAR``: without
+it those views, never trained, scored like the seen ones, and a tree 30-35 m away, which the truth does
+not count, outscored the one the instruction's order means); the seen
+term is averaged over the seen pairs, the unseen and far terms over the pairs that score above their margin
 (the HARD negatives: most unseen pairs sit under the margin after the first epochs, and averaging over
 all of them diluted the few that score high, such as stop-sign views for "a red building"; the same
 idea as mining the hardest negatives of a batch, Schroff et al. 2015, Faghri et al. 2018). An earlier
@@ -47,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_app.sim.views import (BUILDING_SEEN_RANGE, CATEGORIES, PHRASES, SEEN_RANGE, ViewSet, render_views,
+from robot_app.sim.views import (BUILDING_SEEN_RANGE, CATEGORIES, FAR, PHRASES, SEEN_RANGE, ViewSet, render_views,
                                  sample_poses)
 from robot_app.sim.world import load_world
 
@@ -71,6 +74,8 @@ _SIZE_WEIGHTS = (0.9, 0.1)
 #: Target cosine of a seen category's phrasing, and the margin an unseen one must stay under.
 POS_COSINE = 0.5
 NEG_COSINE = 0.15
+#: Margin for a thing in clear view just past the truth's range (label ``FAR``).
+FAR_COSINE = 0.3
 
 
 def retrieval_top_k(cos: np.ndarray, labels: np.ndarray, *, k: int = 3) -> tuple[float, float] | None:
@@ -79,14 +84,14 @@ def retrieval_top_k(cos: np.ndarray, labels: np.ndarray, *, k: int = 3) -> tuple
     Parameters
     ----------
     cos : (N,) float, cosine of each view with the query.
-    labels : (N,) int, 1 view shows the landmark, 0 it does not, -1 unsure (left out).
+    labels : (N,) int, 1 view shows the landmark, 0 it does not, -1 unsure or FAR (left out).
 
     Returns
     -------
     (hit, chance) or None when no view shows the landmark: ``hit`` 1.0 if one of the k best views
     shows it, ``chance`` the probability of that for a random ranking.
     """
-    keep = labels >= 0
+    keep = (np.asarray(labels) == 0) | (np.asarray(labels) == 1)
     c, lab = np.asarray(cos)[keep], np.asarray(labels)[keep]
     n, p = len(c), int((lab == 1).sum())
     if p == 0:
@@ -138,12 +143,13 @@ def alignment_loss(cos, labels):
     Parameters
     ----------
     cos : torch float tensor (B, C), cosine of each view's embedding with a train phrasing of each category.
-    labels : torch int tensor (B, C), 1 seen, 0 unseen, -1 unsure (left out).
+    labels : torch int tensor (B, C), 1 seen, 0 unseen, FAR in clear view past the range, -1 unsure (left out).
 
     Returns
     -------
     Scalar tensor: the mean of ``(cos - POS_COSINE)^2`` over the seen pairs plus the mean of
-    ``max(0, cos - NEG_COSINE)^2`` over the unseen pairs above ``NEG_COSINE`` (0 for an empty set).
+    ``max(0, cos - NEG_COSINE)^2`` over the unseen pairs above ``NEG_COSINE`` plus the mean of
+    ``max(0, cos - FAR_COSINE)^2`` over the FAR pairs above ``FAR_COSINE`` (0 for an empty set).
     """
     import torch.nn.functional as F
 
@@ -151,7 +157,9 @@ def alignment_loss(cos, labels):
     l_pos = ((cos - POS_COSINE) ** 2 * pos).sum() / pos.sum().clamp(min=1.0)
     viol = F.relu(cos - NEG_COSINE) ** 2 * neg
     l_neg = viol.sum() / (viol > 0).float().sum().clamp(min=1.0)
-    return l_pos + l_neg
+    far_viol = F.relu(cos - FAR_COSINE) ** 2 * (labels == FAR).float()
+    l_far = far_viol.sum() / (far_viol > 0).float().sum().clamp(min=1.0)
+    return l_pos + l_neg + l_far
 
 
 def _train(train: ViewSet, bank, bank_cat, *, epochs: int, seed: int, batch: int = 64, bar=None):
@@ -214,7 +222,8 @@ def _world_queries(clip, emb: np.ndarray, labels: np.ndarray) -> dict:
                 out[split].append(r)
                 if split == "held_out":
                     out["top1"].append(retrieval_top_k(cos_all[:, j], lab, k=1))
-                    out["pos_sets"].append((cos_all[lab >= 0, j], lab[lab >= 0] == 1))
+                    keep = (lab == 0) | (lab == 1)
+                    out["pos_sets"].append((cos_all[keep, j], lab[keep] == 1))
                     out["present_best"].append(float(cos_all[lab == 1, j].max()))
     return out
 
@@ -371,7 +380,7 @@ def train_sim_vlm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
         train_views=len(train), held_out_views=len(held), calibration_views=len(calib),
         epochs=epochs, image_size=IMAGE_SIZE,
         train_positive_per_category={c: int(v) for c, v in zip(CATEGORIES, (train.labels == 1).sum(axis=0))},
-        train_loss=history, target_cosine={"seen": POS_COSINE, "unseen_below": NEG_COSINE},
+        train_loss=history, target_cosine={"seen": POS_COSINE, "unseen_below": NEG_COSINE, "far_below": FAR_COSINE},
         unseen_loss="mean over the unseen pairs above the margin (hard negatives)",
         seen_range={"objects": SEEN_RANGE, "buildings": BUILDING_SEEN_RANGE},
         text_int8_cosine_min=summary["text"].get("int8_cosine_min"), size_bytes=summary["size_bytes"],

@@ -18,8 +18,10 @@ frame, the centre square crop (:func:`robot_app.image_prep.centre_crops` with on
   (buildings are taller than any catalogue object).
 
 Each (view, category) label is 1 (seen), 0 (certainly not seen: outside the field of view, hidden, or
-beyond :data:`UNSURE_RANGE` times the viewing range) or -1 (in between, e.g. just past the truth's
-range, or partly hidden: training ignores it). The generic
+beyond :data:`UNSURE_RANGE` times the viewing range), :data:`FAR` (in clear view, but past
+:data:`FAR_RANGE` times the truth's range: training keeps its score under a middle margin, so that it
+falls off past the range the truth counts) or -1 (in between: just past the truth's cut, or partly
+hidden; training ignores it). The generic
 building category ``"building"`` is not labelled (it names every building).
 
 :data:`PHRASES` gives every category several phrasings split into TRAIN phrasings (what the image
@@ -38,7 +40,7 @@ import numpy as np
 from robot_app.sim.eval_truth import TruthParams, object_size_m
 from robot_app.sim.world import BUILDING_COLOURS, CATALOGUE, Building, World
 
-__all__ = ["PHRASES", "CATEGORIES", "CLEAR_PX", "SEEN_RANGE", "BUILDING_SEEN_RANGE", "UNSURE_RANGE", "view_range_m",
+__all__ = ["PHRASES", "CATEGORIES", "CLEAR_PX", "SEEN_RANGE", "BUILDING_SEEN_RANGE", "UNSURE_RANGE", "FAR", "FAR_RANGE", "view_range_m",
            "ViewSet",
            "sample_poses", "label_pose", "render_views",
            "train_phrases", "held_out_phrases"]
@@ -107,6 +109,14 @@ SEEN_RANGE = 1.0
 #: (At 0.65 the views 20-30 m from a building were never trained as showing it, and a building the
 #: drive only passes at that distance scored like nothing on the map.)
 BUILDING_SEEN_RANGE = 1.0
+#: Label of a thing in clear view past the truth's range: beyond :data:`FAR_RANGE` times it (and up to
+#: :data:`UNSURE_RANGE` times it), wholly inside the crop and not hidden. Training keeps its cosine under
+#: a middle margin (``robot_app.sim.train_vlm.FAR_COSINE``), so that the score falls off past the range
+#: the truth counts instead of staying at the seen target; the quality figures leave it out, as unsure.
+FAR = 2
+#: From this multiple of the truth's viewing range a thing in clear view is labelled :data:`FAR`; between
+#: :data:`SEEN_RANGE` and it, unsure (-1).
+FAR_RANGE = 1.1
 
 _BUILDING_CATS = frozenset(BUILDING_COLOURS) - {"building"}
 assert set(CATEGORIES) == set(CATALOGUE) | _BUILDING_CATS, "PHRASES must cover every labelled category"
@@ -209,7 +219,8 @@ def view_range_m(category: str, params: TruthParams = TruthParams()) -> float:
 def label_pose(world: World, x_m: float, y_m: float, yaw_rad: float, *, hfov_deg: float = 90.0,
                width_px: int = 160, height_px: int = 120, camera_height_m: float = 0.5,
                truth: TruthParams = TruthParams()) -> np.ndarray:
-    """Labels of one pose: (len(CATEGORIES),) int8, 1 seen, 0 not seen, -1 unsure (module docstring).
+    """Labels of one pose: (len(CATEGORIES),) int8, 1 seen, 0 not seen, FAR (2) in clear view past the
+    range, -1 unsure (module docstring).
 
     The view is the centre square crop of a ``width_px`` x ``height_px`` pinhole frame with horizontal
     field of view ``hfov_deg`` (what the map's CLIP embeds with ``[camera] clip_crops = 1``); the
@@ -221,9 +232,11 @@ def label_pose(world: World, x_m: float, y_m: float, yaw_rad: float, *, hfov_deg
     out = np.zeros(len(CATEGORIES), dtype=np.int8)
     col = {c: i for i, c in enumerate(CATEGORIES)}
 
-    def vote(cat: str, value: int) -> None:  # 1 (seen somewhere) beats -1 (unsure) beats 0
+    rank = {1: 3, -1: 2, FAR: 1, 0: 0}
+
+    def vote(cat: str, value: int) -> None:  # 1 (seen somewhere) beats -1 (unsure) beats FAR beats 0
         j = col.get(cat)
-        if j is not None and (value == 1 or out[j] == 0):
+        if j is not None and rank[value] > rank[int(out[j])]:
             out[j] = value
 
     for t in _things(world):
@@ -245,9 +258,11 @@ def label_pose(world: World, x_m: float, y_m: float, yaw_rad: float, *, hfov_deg
         if all(blocked):
             continue
         resolved = _apparent_size_ok(t, dist, f, camera_height_m)(1.0) if t.flat else True
-        seen = (not any(blocked) and dist <= SEEN_RANGE * reach and resolved and cover >= 0.5
-                and abs(bearing) <= half_h)
-        vote(t.category, 1 if seen else -1)
+        clear = not any(blocked) and resolved and cover >= 0.5 and abs(bearing) <= half_h
+        if clear and dist > FAR_RANGE * reach:
+            vote(t.category, FAR)
+        else:
+            vote(t.category, 1 if clear and dist <= SEEN_RANGE * reach else -1)
     _label_buildings(world, x_m, y_m, yaw_rad, f, half_h, vote, reach_m=truth.building_view_m)
     return out
 
@@ -269,8 +284,9 @@ def _apparent_size_ok(t: _Thing, dist: float, f: float, camera_height_m: float):
 def _label_buildings(world: World, x_m: float, y_m: float, yaw_rad: float, f: float, half_h: float, vote, *,
                      reach_m: float) -> None:
     """Building labels: 13 rays across the crop; a building seen first along at least 3 rays, its nearest
-    hit within :data:`BUILDING_SEEN_RANGE` times ``reach_m`` (the truth's range from the outline), is seen; one hit
-    farther, up to :data:`UNSURE_RANGE` times the range, or along fewer rays, is unsure."""
+    hit within :data:`BUILDING_SEEN_RANGE` times ``reach_m`` (the truth's range from the outline), is seen;
+    along 3 rays but past :data:`FAR_RANGE` times the range (up to :data:`UNSURE_RANGE` times it), FAR;
+    otherwise, up to :data:`UNSURE_RANGE` times the range, unsure."""
     n = 13
     angles = [yaw_rad + math.atan((2 * (i + 0.5) / n - 1) * math.tan(half_h)) for i in range(n)]
     hits: dict[int, list[float]] = {}
@@ -283,7 +299,10 @@ def _label_buildings(world: World, x_m: float, y_m: float, yaw_rad: float, f: fl
         d = min(dists)
         if d > UNSURE_RANGE * reach_m:
             continue
-        vote(b.category, 1 if len(dists) >= 3 and d <= BUILDING_SEEN_RANGE * reach_m else -1)
+        if len(dists) >= 3 and d > FAR_RANGE * reach_m:
+            vote(b.category, FAR)
+        else:
+            vote(b.category, 1 if len(dists) >= 3 and d <= BUILDING_SEEN_RANGE * reach_m else -1)
 
 
 def _inside_obstacle(world: World, x: float, y: float, things: list[_Thing], margin_m: float = 1.0) -> bool:
@@ -369,7 +388,7 @@ class ViewSet:
     Attributes
     ----------
     images : (N, S, S, 3) uint8, the centre square crops resized to S (bicubic, what the CLIP runtime feeds).
-    labels : (N, C) int8, 1 / 0 / -1 per :data:`CATEGORIES` (see :func:`label_pose`).
+    labels : (N, C) int8, 1 / 0 / FAR / -1 per :data:`CATEGORIES` (see :func:`label_pose`).
     poses : (N, 3) float64, x_m, y_m, yaw_rad (ENU).
     world : list of N world names.
     """

@@ -33,6 +33,25 @@ def test_end_to_end_grounding_shape_and_order():
     assert np.argmax(g, axis=0).tolist() == [3, 7]
 
 
+def test_max_cosine_makes_every_clear_view_alike():
+    """Above the cap the views of a landmark score nearly alike (the walk length picks among them, the
+    clearest view breaks a tie); below it nothing changes; nodes without an image stay -inf; 1 is the
+    paper's objective."""
+    from core.grounding import CAP_SLOPE
+
+    sim = np.array([[0.55], [0.47], [0.30], [-np.inf]])
+    plain = log_likelihoods(sim, logit_scale=20.0)
+    np.testing.assert_array_equal(log_likelihoods(sim, logit_scale=20.0, max_cosine=1.0), plain)
+    capped = log_likelihoods(sim, logit_scale=20.0, max_cosine=0.46)
+    assert capped[0, 0] - capped[1, 0] == pytest.approx(20.0 * CAP_SLOPE * (0.55 - 0.47))  # both over the cap
+    assert 0 < capped[0, 0] - capped[1, 0] < 0.2 * (plain[0, 0] - plain[1, 0]) + 1e-12
+    assert capped[1, 0] - capped[2, 0] == pytest.approx(20.0 * (0.46 - 0.30 + CAP_SLOPE * 0.01))
+    assert np.isneginf(capped[3, 0]) and np.exp(capped[:3, 0]).sum() == pytest.approx(1.0)
+    for bad in (1.5, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="max_cosine"):
+            log_likelihoods(sim, logit_scale=20.0, max_cosine=bad)
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(image_emb=np.zeros((2, 3))), "all-zero"),
     (dict(image_emb=np.full((2, 3), np.nan)), "NaN"),

@@ -217,7 +217,7 @@ def test_missing_models_folder_and_bad_seed(tmp_path, capsys):
 def test_demo_config_plans_and_drives_with_the_sim_models_settings(tmp_path):
     from robot_app.config import load_config
     from robot_app.demo.runner import context_for
-    from robot_app.sim import tuned_alpha
+    from robot_app.sim import tuned_planner
     from robot_app.sim.eval_drive import DriveParams
 
     ctx = context_for(world="campus", instruction=None, out=tmp_path, seed=0, models=None, quick=True,
@@ -225,8 +225,9 @@ def test_demo_config_plans_and_drives_with_the_sim_models_settings(tmp_path):
     assert ctx.config.vnm_nav.lost_steps == DriveParams().lost_steps  # eval sim's "lost" level for the sim VNM
     assert ctx.config.vnm_nav.gps_at_turns_deg == DriveParams().gps_at_turns_deg == 50.0
     assert ctx.config.camera.source == "sim" and ctx.config.mapping.min_travel_m == 1.0
-    if tuned_alpha(ctx.models_dir) is not None:
-        assert ctx.config.planner.alpha == tuned_alpha(ctx.models_dir)
+    tuned = tuned_planner(ctx.models_dir)
+    if tuned is not None:  # alpha and the cosine cap chosen for these model files
+        assert ctx.config.planner.alpha == tuned["alpha"] and ctx.config.planner.max_cosine == tuned["max_cosine"]
 
 
 # -- the short demo: every stage must succeed -----------------------------------------------------------------

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from core.search import plan_walk
-from robot_app.sim import tuned_alpha
+from robot_app.sim import tuned_alpha, tuned_planner
 from robot_app.sim.eval import ORACLE_MISS_LOGP
 from robot_app.sim.eval_truth import truth_node_sets
 from robot_app.sim.eval_tune import MIN_SEEN_NODES, dev_success, generate_dev_set, pick_alpha, true_graph
@@ -149,17 +149,24 @@ def test_tiny_tune_runs_end_to_end(tmp_path, tmp_path_factory, capsys):
     f.write_text(json.dumps(GOOD))
     out = tmp_path / "tune"
     args = ["eval", "sim-tune", "--world", "campus", "--instructions", str(f), "--models", str(models),
-            "--out", str(out), "--n", "8", "--alphas", "0.002,0.02"]
+            "--out", str(out), "--n", "8", "--alphas", "0.002,0.02", "--max-cosines", "1,0.46"]
     assert main(args + ["--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     w = report["worlds"]["campus"]
     assert report["alphas"] == [0.002, 0.02] and 0.002 - 1e-12 <= report["alpha"] <= 0.02 + 1e-12
+    assert report["max_cosines"] == [1.0, 0.46] and report["max_cosine"] in (1.0, 0.46)
+    by_cap = w["success_rate_by_max_cosine"]
+    assert set(by_cap) == {"1", "0.46"} and w["success_rate"] == by_cap[f"{report['max_cosine']:g}"]
+    # the chosen cap's best mean success is the best of the grid; a tie keeps the larger cap (off)
+    assert max(by_cap[f"{report['max_cosine']:g}"]) == max(max(r) for r in by_cap.values())
+    if max(by_cap["1"]) == max(by_cap["0.46"]):
+        assert report["max_cosine"] == 1.0
     assert 1 <= w["instructions"] <= 8 and len(w["dev_set"]) == w["instructions"]
     assert len(w["success_rate"]) == 2 and all(0.0 <= x <= 1.0 for x in w["success_rate"])
     assert Path(report["chart"]).stat().st_size > 1000 and Path(report["report"]).is_file()
     assert main(args) == 0  # the table; the map is reused
     text = capsys.readouterr().out
-    assert "chosen alpha" in text and "[planner] alpha" in text
+    assert "chosen alpha" in text and "[planner] alpha" in text and "per cosine cap" in text
     # --write records it with (a copy of) the models; eval sim then plans with it unless --alpha is given
     mine = tmp_path / "models"
     shutil.copytree(models, mine)
@@ -167,11 +174,13 @@ def test_tiny_tune_runs_end_to_end(tmp_path, tmp_path_factory, capsys):
                 + ["--write"]) == 0
     assert "written to" in capsys.readouterr().out
     assert tuned_alpha(mine) == pytest.approx(json.loads((out / "sim-tune.json").read_text())["alpha"])
+    assert tuned_planner(mine)["max_cosine"] == json.loads((out / "sim-tune.json").read_text())["max_cosine"]
     ev = ["eval", "sim", "--world", "campus", "--instructions", str(f), "--models", str(mine),
           "--out", str(tmp_path / "ev"), "--no-drive", "--json", "--limit", "1"]
     assert main(ev) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["alpha"] == pytest.approx(tuned_alpha(mine)) and got["alpha_source"].startswith("planner-tuning")
+    assert got["max_cosine"] == tuned_planner(mine)["max_cosine"]
     assert main(ev + ["--alpha", "0.3"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["alpha"] == 0.3 and got["alpha_source"] == "--alpha"
@@ -196,6 +205,22 @@ def test_tuned_alpha_only_for_the_models_it_was_chosen_for(tmp_path, caplog):
                 json.dumps({"alpha": "x"}), json.dumps({"clip_image_sha256": "aa"})):
         f.write_text(bad)
         assert tuned_alpha(tmp_path) is None
+    # the cosine cap: absent in files written before it was tuned (off), else checked like alpha
+    f.write_text(json.dumps({"alpha": 0.02, "clip_image_sha256": "aa", "vnm_sha256": "bb"}))
+    assert tuned_planner(tmp_path) == {"alpha": 0.02, "max_cosine": 1.0}
+    f.write_text(json.dumps({"alpha": 0.02, "max_cosine": 0.46, "clip_image_sha256": "aa", "vnm_sha256": "bb"}))
+    assert tuned_planner(tmp_path) == {"alpha": 0.02, "max_cosine": 0.46}
+    for cap in (1.5, "x", None):
+        f.write_text(json.dumps({"alpha": 0.02, "max_cosine": cap, "clip_image_sha256": "aa", "vnm_sha256": "bb"}))
+        assert tuned_planner(tmp_path) is None and tuned_alpha(tmp_path) is None
+
+
+def test_sim_tune_refuses_a_bad_cap_grid(capsys):
+    from robot_app.cli import main
+
+    for bad in ("1.5", "x", ""):
+        assert main(["eval", "sim-tune", "--max-cosines", bad]) == 2
+        assert "--max-cosines" in capsys.readouterr().err
 
 
 def test_tune_cli_refuses_bad_input(tmp_path, capsys):

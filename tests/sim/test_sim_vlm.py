@@ -181,6 +181,7 @@ def test_retrieval_top_k_and_its_chance_level():
     assert retrieval_top_k(cos, np.array([0, 0, 0, 1, 0, -1])) == (0.0, pytest.approx(1 - 4 / 10))
     assert retrieval_top_k(cos, np.array([0, 0, 1, 0, 0, -1]))[0] == 1.0  # the unsure view is left out
     assert retrieval_top_k(cos, np.array([0, 0, 1, 0, 0, 0]))[0] == 0.0
+    assert retrieval_top_k(cos, np.array([0, 0, 1, 0, 0, 2]))[0] == 1.0  # a FAR view is left out too
     assert retrieval_top_k(cos, np.zeros(6, dtype=int)) is None
 
 
@@ -196,6 +197,19 @@ def test_alignment_loss_weighs_hard_negatives_only():
     seen = alignment_loss(torch.tensor([[POS_COSINE - 0.1, 0.9]]), torch.tensor([[1, -1]]))
     assert float(seen) == pytest.approx(0.1 ** 2)
     assert float(alignment_loss(torch.tensor([[0.0]]), torch.tensor([[0]]))) == 0.0
+
+
+def test_alignment_loss_keeps_far_views_under_their_margin():
+    """A thing in clear view past the truth's range (label FAR) is pushed under FAR_COSINE, not to the
+    unseen margin: the score falls off past the range instead of staying at the seen target."""
+    torch = pytest.importorskip("torch")
+    from robot_app.sim.train_vlm import FAR_COSINE, NEG_COSINE, alignment_loss
+    from robot_app.sim.views import FAR
+
+    assert NEG_COSINE < FAR_COSINE
+    assert float(alignment_loss(torch.tensor([[FAR_COSINE - 0.05]]), torch.tensor([[FAR]]))) == 0.0
+    far = alignment_loss(torch.tensor([[FAR_COSINE + 0.1], [0.0]]), torch.tensor([[FAR], [FAR]]))
+    assert float(far) == pytest.approx(0.1 ** 2)  # averaged over the violating pairs only
 
 
 def test_quick_training_writes_loadable_files(tmp_path):
@@ -216,7 +230,7 @@ def test_labels_share_the_eval_truth_ranges():
     """A hydrant is labelled seen over the eval truth's range (8 x its size, at least 15 m), unsure just
     past it, unseen far past it; a building seen from 15 m, not from 60 m."""
     from robot_app.sim.eval_truth import TruthParams, object_size_m
-    from robot_app.sim.views import SEEN_RANGE, UNSURE_RANGE, view_range_m
+    from robot_app.sim.views import FAR, FAR_RANGE, SEEN_RANGE, UNSURE_RANGE, view_range_m
 
     p = TruthParams()
     reach = view_range_m("fire hydrant")
@@ -233,7 +247,8 @@ def test_labels_share_the_eval_truth_ranges():
 
     assert hydrant_at(0.9 * SEEN_RANGE * reach) == 1
     assert hydrant_at(0.95 * reach) != 0  # the truth counts it: never labelled unseen
-    assert hydrant_at(0.5 * (1 + UNSURE_RANGE) * reach) == -1
+    assert hydrant_at(0.5 * (1 + FAR_RANGE) * reach) == -1  # just past the truth's cut: unsure
+    assert hydrant_at(0.5 * (FAR_RANGE + UNSURE_RANGE) * reach) == FAR  # in clear view, past the range
     assert hydrant_at(1.2 * UNSURE_RANGE * reach) == 0
 
     def building_at(gap_m):
@@ -243,6 +258,7 @@ def test_labels_share_the_eval_truth_ranges():
         return label_pose(world, 0.0, 0.0, 0.0)[col["red building"]]
 
     assert building_at(15.0) == 1 and building_at(60.0) == 0
+    assert building_at(0.5 * (FAR_RANGE + UNSURE_RANGE) * p.building_view_m) == FAR
 
 
 def test_path_poses_face_along_the_path():
