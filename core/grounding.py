@@ -14,8 +14,8 @@ cosine over its images, as the released LM-Nav code does. A node without any ima
 for which walk wins: the per-landmark softmax normaliser is a constant per landmark.
 
 Optional saturation (``max_cosine``, config ``[planner] max_cosine``; 1 = off, the paper's objective):
-above it a cosine counts only :data:`CAP_SLOPE` (a tenth) as much before the softmax. LM-Nav's objective lets the walk length choose
-among the places that show a landmark; with a grounding model whose score of a clear view still varies
+above it a cosine counts only :data:`CAP_SLOPE` (a tenth) as much before the softmax. LM-Nav's objective
+lets the walk length choose among the places that show a landmark; with a grounding model whose score of a clear view still varies
 by view (distance, angle), a view a few hundredths better elsewhere outweighs many metres of walk, and
 the walk goes to another instance of the landmark than the one the instruction's order means. Above the
 cap every clear view scores nearly alike, as a perfect detector's would. The small slope left above it
@@ -121,6 +121,10 @@ def log_likelihoods(similarity, *, logit_scale: float, normalise: str = "nodes",
         raise ValueError(f"logit_scale: expected a finite value > 0, got {logit_scale}")
     if normalise not in ("nodes", "landmarks"):
         raise ValueError(f"normalise: expected 'nodes' or 'landmarks', got {normalise!r}")
+    try:
+        max_cosine = float(max_cosine)
+    except (TypeError, ValueError):
+        raise ValueError(f"max_cosine: expected a number in (-1, 1], got {max_cosine!r}") from None
     if not (math.isfinite(max_cosine) and -1.0 < max_cosine <= 1.0):
         raise ValueError(f"max_cosine: expected a value in (-1, 1], got {max_cosine}")
     axis = 0 if normalise == "nodes" else 1

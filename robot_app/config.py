@@ -58,9 +58,9 @@ class PlannerConfig:
     normalise: str = _opt("nodes", choices=("nodes", "landmarks"),
                           doc="softmax over the map's nodes per landmark (paper's P(i|t)) or over landmarks")
     max_cosine: float = _opt(1.0, min=-0.99, max=1.0,
-                             doc="CLIP cosines above this count as equal in the grounding (every clear view of "
-                                 "a landmark alike, so that the walk length picks among them; core.grounding); "
-                                 "1 = off, LM-Nav's objective")
+                             doc="CLIP cosines above this count a tenth as much in the grounding "
+                                 "(core.grounding.CAP_SLOPE: every clear view of a landmark nearly alike, so "
+                                 "that the walk length picks among them); 1 = off, LM-Nav's objective")
 
 
 @dataclass(frozen=True)

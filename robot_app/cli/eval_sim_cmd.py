@@ -36,6 +36,9 @@ def register(sub, groups) -> None:
     p.add_argument("--alpha", type=float, default=None,
                    help="walk-length weight per VNM time step (default: the alpha `eval sim-tune --write` recorded "
                         "for the models, else [planner] alpha; the cosine cap recorded with it applies either way)")
+    p.add_argument("--max-cosine", type=float, default=None,
+                   help="the grounding's cosine cap, [planner] max_cosine (1 = off; default: the cap `eval sim-tune "
+                        "--write` recorded for the models, else [planner] max_cosine)")
     p.add_argument("--node-spacing", type=float, default=1.0, metavar="M",
                    help="map node spacing in metres driven ([mapping] min_travel_m for this map; default 1, as GNM's "
                         "topological maps, so that consecutive nodes are a few VNM time steps apart)")
@@ -75,7 +78,8 @@ def register(sub, groups) -> None:
                    help="comma-separated alpha grid per VNM time step (default 0.001,0.002,0.005,...,0.2)")
     t.add_argument("--max-cosines", default=None,
                    help="comma-separated grid of the grounding's cosine cap, [planner] max_cosine (1 = off; "
-                        "default 1,0.5,0.48,0.46,0.44,0.42)")
+                        "default 1,0.5,0.48,0.46,0.44,0.42, fitted to the sim VLM's 0.5 target; real CLIP's "
+                        "cosines sit near 0.2-0.35)")
     t.add_argument("--logit-scale", type=float, default=None,
                    help="grounding logit scale (default: [planner] logit_scale, else the model's own)")
     t.add_argument("--write", action="store_true",
@@ -100,6 +104,8 @@ def _eval_sim(args, config) -> int:
         raise UsageError(f"--limit {args.limit}: must be at least 1")
     if args.alpha is not None and not (args.alpha >= 0 and args.alpha < float("inf")):
         raise UsageError(f"--alpha {args.alpha}: must be a finite number >= 0")
+    if args.max_cosine is not None and not -1.0 < args.max_cosine <= 1.0:
+        raise UsageError(f"--max-cosine {args.max_cosine}: must be in (-1, 1] (1 = off)")
     if not 0.2 <= args.node_spacing <= 20.0:
         raise UsageError(f"--node-spacing {args.node_spacing}: must be 0.2-20 m")
     if args.drive_time_limit is not None and not args.drive_time_limit > 0:
@@ -114,7 +120,8 @@ def _eval_sim(args, config) -> int:
     settings = EvalSettings(world=args.world, out_dir=str(out),
                             instructions=str(args.instructions) if args.instructions else None,
                             models_dir=str(args.models) if args.models else None, seed=args.seed, parser=args.parser,
-                            grounding=args.grounding, alpha=args.alpha, node_spacing_m=args.node_spacing,
+                            grounding=args.grounding, alpha=args.alpha, max_cosine=args.max_cosine,
+                            node_spacing_m=args.node_spacing,
                             execute=not args.no_drive, limit=args.limit, progress=not args.json,
                             drive=DriveParams(time_limit_s=args.drive_time_limit))
     try:

@@ -70,13 +70,16 @@ def tuned_planner(models_dir) -> dict | None:
     log = logging.getLogger(__name__)
     try:
         doc = json.loads(f.read_text(encoding="utf-8"))
+        if isinstance(doc.get("alpha"), bool) or isinstance(doc.get("max_cosine"), bool):
+            raise ValueError("alpha and max_cosine must be numbers, not true/false")
         alpha = float(doc["alpha"])
         cap = float(doc.get("max_cosine", 1.0))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         log.warning("%s: unreadable (%s); using [planner] alpha and max_cosine", f, exc)
         return None
     if not (math.isfinite(alpha) and alpha > 0):
-        log.warning("%s: alpha %r is not a finite number > 0; using [planner] alpha", f, doc.get("alpha"))
+        log.warning("%s: alpha %r is not a finite number > 0; using [planner] alpha and max_cosine", f,
+                    doc.get("alpha"))
         return None
     if not (math.isfinite(cap) and -1.0 < cap <= 1.0):
         log.warning("%s: max_cosine %r is not in (-1, 1]; using [planner] alpha and max_cosine", f,

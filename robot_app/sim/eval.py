@@ -64,6 +64,7 @@ class EvalSettings:
     parser: str | None = None
     grounding: str = "vlm"
     alpha: float | None = None
+    max_cosine: float | None = None  # the grounding's cosine cap; None = planner-tuning.json, else [planner]
     node_spacing_m: float | None = 1.0
     execute: bool = True
     limit: int | None = None
@@ -336,8 +337,12 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
     alpha_source = ("--alpha" if settings.alpha is not None else
                     "planner-tuning.json (eval sim-tune)" if alpha is not None else "[planner] alpha")
     cfg = _eval_config(config, models_dir, alpha, settings.node_spacing_m)
-    if tuned is not None:  # the cosine cap chosen with the models (with --alpha too)
-        cfg = dataclasses.replace(cfg, planner=dataclasses.replace(cfg.planner, max_cosine=tuned["max_cosine"]))
+    # the cosine cap chosen with the models (also with --alpha), unless --max-cosine is given
+    cap = settings.max_cosine if settings.max_cosine is not None else tuned["max_cosine"] if tuned else None
+    cap_source = ("--max-cosine" if settings.max_cosine is not None else
+                  "planner-tuning.json (eval sim-tune)" if cap is not None else "[planner] max_cosine")
+    if cap is not None:
+        cfg = dataclasses.replace(cfg, planner=dataclasses.replace(cfg.planner, max_cosine=float(cap)))
     log_dir, explore_info, explore_cached = _explore(world, iset, settings, out)
     map_path, build_info, map_cached = _build(log_dir, models_dir, cfg, explore_info["key"], out, settings.progress)
     rows = []
@@ -356,7 +361,7 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
     report = {"world": world.name, "instructions_file": str(ipath), "models_dir": str(models_dir),
               "models": {"clip": ctx.clip.model_id, "vnm": getattr(ctx.vnm, "model_id", None)},
               "seed": settings.seed, "alpha": cfg.planner.alpha, "alpha_source": alpha_source,
-              "max_cosine": cfg.planner.max_cosine,
+              "max_cosine": cfg.planner.max_cosine, "max_cosine_source": cap_source,
               "grounding": settings.grounding,
               "logit_scale": cfg.planner.logit_scale or ctx.clip.logit_scale, "normalise": cfg.planner.normalise,
               "node_spacing_m": cfg.mapping.min_travel_m,

@@ -74,7 +74,9 @@ def _fmt(v, pct: bool = False) -> str:
 def format_table(report: dict) -> str:
     """Plain-text tables: one line per instruction, then the totals (the paper's Table 1 / 4 layout)."""
     lines = [f"eval sim: world {report['world']}, {len(report['instructions'])} instructions, "
-             f"models {report['models']['clip']} / {report['models']['vnm'] or 'no VNM'}", ""]
+             f"models {report['models']['clip']} / {report['models']['vnm'] or 'no VNM'}",
+             f"alpha {report.get('alpha')} ({report.get('alpha_source', '?')}), max_cosine "
+             f"{report.get('max_cosine', 1.0):g} ({report.get('max_cosine_source', '?')})", ""]
     head = f"{'id':<15} {'K':>2}  {'LM-Nav':>11}  {'max-lik.':>11}  {'VNM drive':>13}  {'GPS drive':>13}"
     lines += [head, "-" * len(head)]
 

@@ -54,14 +54,16 @@ import numpy as np
 from robot_app.sim.eval_truth import TruthParams, truth_node_sets
 
 __all__ = ["DevInstruction", "TuneSettings", "DEFAULT_ALPHAS", "DEFAULT_MAX_COSINES", "MIN_SEEN_NODES",
-           "generate_dev_set", "dev_success", "pick_alpha", "run_sim_tune", "write_tuning", "true_graph", "TRUE_LINK_M"]
+           "generate_dev_set", "dev_success", "pick_alpha", "pick_cap", "run_sim_tune", "write_tuning", "true_graph",
+           "TRUE_LINK_M"]
 
 log = logging.getLogger(__name__)
 
 #: Default alpha grid (per VNM time step), log-spaced over two and a half decades.
 DEFAULT_ALPHAS: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 #: Default grid of the grounding's cosine saturation (``[planner] max_cosine``, :mod:`core.grounding`):
-#: 1 = off (LM-Nav's objective), then caps around the sim VLM's seen-target cosine (0.5).
+#: 1 = off (LM-Nav's objective), then caps around the sim VLM's seen-target cosine (0.5). Fitted to the
+#: sim VLM: real CLIP's cosines sit around 0.2-0.35, where every cap of this grid but the last is off.
 DEFAULT_MAX_COSINES: tuple[float, ...] = (1.0, 0.5, 0.48, 0.46, 0.44, 0.42)
 #: A landmark instance is asked for only when at least this many map nodes see it (ground truth): about
 #: as many metres of the exploration (1 m node spacing). Instances glimpsed from a node or two (an object
@@ -307,11 +309,53 @@ def pick_alpha(alphas, success) -> float:
     return float(run[mid]) if len(run) % 2 else float(math.sqrt(run[mid - 1] * run[mid]))
 
 
+def pick_cap(caps, alphas, rates_by_cap) -> tuple[float, float]:
+    """The cosine cap and alpha to plan with: the cap whose mean success over the worlds is highest at
+    its best alpha, then that cap's :func:`pick_alpha`.
+
+    A lower cap must be strictly better than every larger one: among ties the largest cap is kept, the
+    nearest to LM-Nav's objective (1 = off). Any gain counts, even one instruction; the caller's
+    development sets must be large enough for that to mean something.
+
+    Parameters
+    ----------
+    caps : iterable of floats in (-1, 1]
+    alphas : (A,) increasing floats > 0
+    rates_by_cap : {cap: (W, A) success rates per world and alpha}
+
+    Returns
+    -------
+    (cap, alpha)
+
+    Raises
+    ------
+    ValueError
+        No cap, or a cap without its rates or with rates of the wrong shape.
+    """
+    caps = sorted((float(c) for c in caps), reverse=True)
+    if not caps:
+        raise ValueError("caps: expected at least one cap")
+    best = None
+    for cap in caps:
+        if cap not in rates_by_cap:
+            raise ValueError(f"rates_by_cap: no success rates for the cap {cap:g}")
+        rates = np.asarray(rates_by_cap[cap], dtype=np.float64)
+        if rates.ndim != 2 or rates.shape[1] != len(alphas):
+            raise ValueError(f"rates_by_cap[{cap:g}]: expected shape (worlds, {len(alphas)}), got {rates.shape}")
+        score = float(rates.mean(axis=0).max())  # pick_alpha's choice lies on this plateau
+        if best is None or score > best[0] + 1e-9:
+            best = (score, cap, pick_alpha(alphas, rates.T))
+    return best[1], best[2]
+
+
 def run_sim_tune(settings: TuneSettings, config) -> dict:
     """Generate the development sets, measure LM-Nav planning success per alpha and per cosine cap
-    (``[planner] max_cosine``), and pick both: the cap whose best mean success (at its
-    :func:`pick_alpha` choice) is highest (among ties the largest, the nearest to the paper's
-    objective), then that cap's alpha.
+    (``[planner] max_cosine``), and pick both (:func:`pick_cap`).
+
+    The report holds ``alphas``, ``max_cosines`` (the grid, largest first), the chosen ``alpha`` and
+    ``max_cosine``, ``mean_success_rate`` per alpha at the chosen cap, and per world
+    ``success_rate_by_max_cosine`` (keyed by the cap as ``f"{cap:g}"``: ``"1"``, ``"0.46"``) and
+    ``success_rate`` (the chosen cap's).
 
     Uses (or records and builds) the same exploration and map as ``robot-app eval sim`` in
     ``out_dir/<world>``. Returns the JSON-ready report, also written to ``out_dir/sim-tune.json``, with a
@@ -335,7 +379,10 @@ def run_sim_tune(settings: TuneSettings, config) -> dict:
     alphas = tuple(sorted(float(a) for a in settings.alphas))
     if not alphas or alphas[0] <= 0 or not all(math.isfinite(a) for a in alphas):
         raise ValueError(f"alphas: expected finite values > 0, got {settings.alphas}")
-    caps = tuple(sorted({float(c) for c in settings.max_cosines}, reverse=True))
+    try:  # each cap as its report key reads back ("0.46"), so that two caps never share a key
+        caps = tuple(sorted({float(f"{float(c):g}") for c in settings.max_cosines}, reverse=True))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"max_cosines: expected numbers, got {settings.max_cosines}") from exc
     if not caps or not all(math.isfinite(c) and -1.0 < c <= 1.0 for c in caps):
         raise ValueError(f"max_cosines: expected values in (-1, 1], got {settings.max_cosines}")
     t0 = time.perf_counter()
@@ -377,13 +424,8 @@ def run_sim_tune(settings: TuneSettings, config) -> dict:
     worlds = [w for w in report["worlds"].values() if w["instructions"]]
     if not worlds:
         raise ValueError("no development instruction could be generated for these worlds")
-    best = None
-    for cap in caps:  # largest first: a tie keeps the cap nearest to the paper's objective
-        rates = np.array([w["success_rate_by_max_cosine"][f"{cap:g}"] for w in worlds])  # (W, A)
-        score = float(rates.mean(axis=0).max())  # pick_alpha's choice lies on this plateau
-        if best is None or score > best[0] + 1e-9:
-            best = (score, cap, pick_alpha(alphas, rates.T))
-    _, report["max_cosine"], report["alpha"] = best
+    report["max_cosine"], report["alpha"] = pick_cap(
+        caps, alphas, {cap: [w["success_rate_by_max_cosine"][f"{cap:g}"] for w in worlds] for cap in caps})
     key = f"{report['max_cosine']:g}"
     for w in report["worlds"].values():
         w["success_rate"] = w["success_rate_by_max_cosine"][key]

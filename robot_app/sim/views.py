@@ -40,7 +40,8 @@ import numpy as np
 from robot_app.sim.eval_truth import TruthParams, object_size_m
 from robot_app.sim.world import BUILDING_COLOURS, CATALOGUE, Building, World
 
-__all__ = ["PHRASES", "CATEGORIES", "CLEAR_PX", "SEEN_RANGE", "BUILDING_SEEN_RANGE", "UNSURE_RANGE", "FAR", "FAR_RANGE", "view_range_m",
+__all__ = ["PHRASES", "CATEGORIES", "CLEAR_PX", "SEEN_RANGE", "BUILDING_SEEN_RANGE", "UNSURE_RANGE", "FAR",
+           "FAR_RANGE", "view_range_m",
            "ViewSet",
            "sample_poses", "label_pose", "render_views",
            "train_phrases", "held_out_phrases"]
@@ -117,6 +118,7 @@ FAR = 2
 #: From this multiple of the truth's viewing range a thing in clear view is labelled :data:`FAR`; between
 #: :data:`SEEN_RANGE` and it, unsure (-1).
 FAR_RANGE = 1.1
+assert max(SEEN_RANGE, BUILDING_SEEN_RANGE) <= FAR_RANGE < UNSURE_RANGE, "label ranges out of order"
 
 _BUILDING_CATS = frozenset(BUILDING_COLOURS) - {"building"}
 assert set(CATEGORIES) == set(CATALOGUE) | _BUILDING_CATS, "PHRASES must cover every labelled category"

@@ -225,9 +225,9 @@ def test_demo_config_plans_and_drives_with_the_sim_models_settings(tmp_path):
     assert ctx.config.vnm_nav.lost_steps == DriveParams().lost_steps  # eval sim's "lost" level for the sim VNM
     assert ctx.config.vnm_nav.gps_at_turns_deg == DriveParams().gps_at_turns_deg == 50.0
     assert ctx.config.camera.source == "sim" and ctx.config.mapping.min_travel_m == 1.0
-    tuned = tuned_planner(ctx.models_dir)
-    if tuned is not None:  # alpha and the cosine cap chosen for these model files
-        assert ctx.config.planner.alpha == tuned["alpha"] and ctx.config.planner.max_cosine == tuned["max_cosine"]
+    tuned = tuned_planner(ctx.models_dir)  # the shipped models carry their tuning (eval sim-tune --write)
+    assert tuned is not None and ctx.config.planner.alpha == tuned["alpha"]
+    assert ctx.config.planner.max_cosine == tuned["max_cosine"] < 1.0
 
 
 # -- the short demo: every stage must succeed -----------------------------------------------------------------

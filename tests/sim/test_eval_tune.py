@@ -138,6 +138,34 @@ def test_pick_alpha_takes_the_middle_of_the_best_plateau():
         pick_alpha(alphas, [0.1, 0.2])
 
 
+def test_pick_cap_keeps_the_larger_cap_unless_a_lower_one_is_strictly_better():
+    from robot_app.sim.eval_tune import pick_cap
+
+    alphas = [0.005, 0.01, 0.02]
+    off = [[0.5, 0.6, 0.5], [0.4, 0.6, 0.4]]  # (worlds, alphas): mean 0.6 at 0.01
+    tie = [[0.6, 0.5, 0.4], [0.6, 0.5, 0.4]]  # mean 0.6 at 0.005: a tie
+    better = [[0.4, 0.7, 0.6], [0.4, 0.65, 0.6]]  # mean 0.675 at 0.01
+    assert pick_cap([1.0, 0.46], alphas, {1.0: off, 0.46: tie}) == (1.0, pytest.approx(0.01))
+    assert pick_cap([0.46, 1.0, 0.44], alphas, {1.0: off, 0.46: tie, 0.44: better}) == (0.44, pytest.approx(0.01))
+    assert pick_cap([0.46], alphas, {0.46: tie}) == (0.46, pytest.approx(0.005))
+    with pytest.raises(ValueError, match="no success rates"):
+        pick_cap([1.0, 0.5], alphas, {1.0: off})
+    with pytest.raises(ValueError, match="expected shape"):
+        pick_cap([1.0], alphas, {1.0: [0.5, 0.6, 0.5]})
+
+
+def test_cap_grid_values_that_print_alike_share_one_entry(tmp_path):
+    """Two caps that print alike (0.46 and 0.4600001) are one cap: they would share a report key."""
+    from robot_app.config import load_config
+    from robot_app.sim.eval_tune import TuneSettings, run_sim_tune
+
+    with pytest.raises(ValueError, match="max_cosines"):
+        run_sim_tune(TuneSettings(worlds=("campus",), out_dir=str(tmp_path), max_cosines=(1.5,)), load_config(None))
+    with pytest.raises(ValueError, match="max_cosines"):
+        run_sim_tune(TuneSettings(worlds=("campus",), out_dir=str(tmp_path), max_cosines=("x",)), load_config(None))
+    assert float(f"{0.4600001:g}") == 0.46  # the normalisation run_sim_tune applies to the grid
+
+
 def test_tiny_tune_runs_end_to_end(tmp_path, tmp_path_factory, capsys):
     pytest.importorskip("pybullet")
     from robot_app.cli import main
@@ -149,7 +177,7 @@ def test_tiny_tune_runs_end_to_end(tmp_path, tmp_path_factory, capsys):
     f.write_text(json.dumps(GOOD))
     out = tmp_path / "tune"
     args = ["eval", "sim-tune", "--world", "campus", "--instructions", str(f), "--models", str(models),
-            "--out", str(out), "--n", "8", "--alphas", "0.002,0.02", "--max-cosines", "1,0.46"]
+            "--out", str(out), "--n", "8", "--alphas", "0.002,0.02", "--max-cosines", "1,0.46,0.4600001"]
     assert main(args + ["--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     w = report["worlds"]["campus"]
@@ -181,6 +209,11 @@ def test_tiny_tune_runs_end_to_end(tmp_path, tmp_path_factory, capsys):
     got = json.loads(capsys.readouterr().out)
     assert got["alpha"] == pytest.approx(tuned_alpha(mine)) and got["alpha_source"].startswith("planner-tuning")
     assert got["max_cosine"] == tuned_planner(mine)["max_cosine"]
+    assert got["max_cosine_source"].startswith("planner-tuning")
+    assert main(ev + ["--max-cosine", "1"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["max_cosine"] == 1.0 and got["max_cosine_source"] == "--max-cosine"
+    assert main(ev + ["--max-cosine", "2"]) == 2
     assert main(ev + ["--alpha", "0.3"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["alpha"] == 0.3 and got["alpha_source"] == "--alpha"
@@ -210,7 +243,7 @@ def test_tuned_alpha_only_for_the_models_it_was_chosen_for(tmp_path, caplog):
     assert tuned_planner(tmp_path) == {"alpha": 0.02, "max_cosine": 1.0}
     f.write_text(json.dumps({"alpha": 0.02, "max_cosine": 0.46, "clip_image_sha256": "aa", "vnm_sha256": "bb"}))
     assert tuned_planner(tmp_path) == {"alpha": 0.02, "max_cosine": 0.46}
-    for cap in (1.5, "x", None):
+    for cap in (1.5, "x", None, True):
         f.write_text(json.dumps({"alpha": 0.02, "max_cosine": cap, "clip_image_sha256": "aa", "vnm_sha256": "bb"}))
         assert tuned_planner(tmp_path) is None and tuned_alpha(tmp_path) is None
 

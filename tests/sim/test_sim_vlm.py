@@ -258,6 +258,17 @@ def test_labels_share_the_eval_truth_ranges():
         return label_pose(world, 0.0, 0.0, 0.0)[col["red building"]]
 
     assert building_at(15.0) == 1 and building_at(60.0) == 0
+
+    def hydrants_at(*ds):  # several instances of one category in view: seen beats unsure beats FAR
+        world = world_from_mapping({
+            "world": {"name": "t", "extent_m": [200.0, 200.0], "anchor_latlon": [10.0, 10.0]},
+            "objects": [{"category": "fire hydrant", "at": [d, 2.0 * i]} for i, d in enumerate(ds)]})
+        return label_pose(world, 0.0, 0.0, 0.0)[col["fire hydrant"]]
+
+    far, unsure = 0.5 * (FAR_RANGE + UNSURE_RANGE) * reach, 0.5 * (1 + FAR_RANGE) * reach
+    assert hydrants_at(far, 0.5 * reach) == 1 and hydrants_at(0.5 * reach, far) == 1
+    assert hydrants_at(far, unsure) == -1 and hydrants_at(unsure, far) == -1
+    assert hydrants_at(far, 1.2 * UNSURE_RANGE * reach) == FAR
     assert building_at(0.5 * (FAR_RANGE + UNSURE_RANGE) * p.building_view_m) == FAR
 
 
