@@ -89,6 +89,19 @@ def register(sub, groups) -> None:
     t.set_defaults(func=_eval_sim_tune)
 
 
+def _number_grid(text: str | None, flag: str, default: tuple, ok, rule: str) -> tuple[float, ...]:
+    """A comma-separated grid of numbers from the command line (``default`` when not given)."""
+    if text is None:
+        return default
+    try:
+        grid = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError as exc:
+        raise UsageError(f"{flag} {text!r}: expected comma-separated numbers") from exc
+    if not grid or not all(ok(x) for x in grid):
+        raise UsageError(f"{flag} {text!r}: {rule}")
+    return grid
+
+
 def _eval_sim(args, config) -> int:
     try:
         import pybullet  # noqa: F401
@@ -154,22 +167,10 @@ def _eval_sim_tune(args, config) -> int:
 
     if not 1 <= args.n <= 10000:
         raise UsageError(f"--n {args.n}: must be 1-10000")
-    alphas = DEFAULT_ALPHAS
-    if args.alphas is not None:
-        try:
-            alphas = tuple(float(a) for a in args.alphas.split(",") if a.strip())
-        except ValueError as exc:
-            raise UsageError(f"--alphas {args.alphas!r}: expected comma-separated numbers") from exc
-        if not alphas or not all(0 < a < float("inf") for a in alphas):
-            raise UsageError(f"--alphas {args.alphas!r}: every alpha must be a finite number > 0")
-    caps = DEFAULT_MAX_COSINES
-    if args.max_cosines is not None:
-        try:
-            caps = tuple(float(c) for c in args.max_cosines.split(",") if c.strip())
-        except ValueError as exc:
-            raise UsageError(f"--max-cosines {args.max_cosines!r}: expected comma-separated numbers") from exc
-        if not caps or not all(-1 < c <= 1 for c in caps):
-            raise UsageError(f"--max-cosines {args.max_cosines!r}: every cap must be in (-1, 1]")
+    alphas = _number_grid(args.alphas, "--alphas", DEFAULT_ALPHAS, lambda a: 0 < a < float("inf"),
+                          "every alpha must be a finite number > 0")
+    caps = _number_grid(args.max_cosines, "--max-cosines", DEFAULT_MAX_COSINES, lambda c: -1 < c <= 1,
+                        "every cap must be in (-1, 1]")
     if args.logit_scale is not None and not 0 < args.logit_scale < float("inf"):
         raise UsageError(f"--logit-scale {args.logit_scale}: must be a finite number > 0")
     if args.models is not None and not args.models.is_dir():
