@@ -188,12 +188,12 @@ def test_retrieval_top_k_and_its_chance_level():
 def test_alignment_loss_weighs_hard_negatives_only():
     """Unseen pairs already under the margin do not dilute one that scores high; unsure pairs count nowhere."""
     torch = pytest.importorskip("torch")
-    from robot_app.sim.train_vlm import NEG_COSINE, POS_COSINE, alignment_loss
+    from robot_app.sim.train_vlm import NEG_COSINE, NEG_WEIGHT, POS_COSINE, alignment_loss
 
     hard = NEG_COSINE + 0.2
     one = alignment_loss(torch.tensor([[hard]]), torch.tensor([[0]]))
     many = alignment_loss(torch.tensor([[hard], [0.0], [-0.3], [0.1]]), torch.tensor([[0], [0], [0], [0]]))
-    assert float(one) == pytest.approx(0.2 ** 2) and float(many) == pytest.approx(float(one))
+    assert float(one) == pytest.approx(NEG_WEIGHT * 0.2 ** 2) and float(many) == pytest.approx(float(one))
     seen = alignment_loss(torch.tensor([[POS_COSINE - 0.1, 0.9]]), torch.tensor([[1, -1]]))
     assert float(seen) == pytest.approx(0.1 ** 2)
     assert float(alignment_loss(torch.tensor([[0.0]]), torch.tensor([[0]]))) == 0.0
