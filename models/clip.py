@@ -294,7 +294,8 @@ def ground_landmarks(clip_model: ClipModel, landmarks: Sequence[str], image_emb,
         Candidate nodes returned per landmark.
     max_cosine
         Cosines above it count a tenth as much in the log-likelihoods (``core.grounding.CAP_SLOPE``;
-        config ``[planner] max_cosine``); 1 = off. The best nodes, cosines and ``not_in_map`` use the raw cosines.
+        config ``[planner] max_cosine``); 1 = off. The best nodes, cosines and ``not_in_map`` use the
+        raw cosines.
 
     Raises
     ------

@@ -154,6 +154,16 @@ def _eval_config(config, models_dir: Path, alpha: float | None = None, node_spac
                                planner=planner)
 
 
+def _setting(given, flag: str, tuned, config_key: str) -> tuple:
+    """(value, where it came from): ``given`` on the command line, else ``tuned`` from
+    planner-tuning.json, else None (the config's ``config_key``)."""
+    if given is not None:
+        return given, flag
+    if tuned is not None:
+        return tuned, "planner-tuning.json (eval sim-tune)"
+    return None, config_key
+
+
 def _start_node(xy: np.ndarray, yaw: np.ndarray, start: tuple) -> int:
     d = np.hypot(xy[:, 0] - start[0], xy[:, 1] - start[1])
     cost = d + 2.0 * (1.0 - np.cos(yaw - start[2]))
@@ -332,15 +342,11 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
                         "sim VLM (robot_app/data/models/sim) or --models DIR")
     from robot_app.sim import tuned_planner
 
-    tuned = tuned_planner(models_dir)
-    alpha = settings.alpha if settings.alpha is not None else tuned["alpha"] if tuned else None
-    alpha_source = ("--alpha" if settings.alpha is not None else
-                    "planner-tuning.json (eval sim-tune)" if alpha is not None else "[planner] alpha")
+    tuned = tuned_planner(models_dir) or {}
+    # each from the command line, else as chosen with the models (eval sim-tune), else the config
+    alpha, alpha_source = _setting(settings.alpha, "--alpha", tuned.get("alpha"), "[planner] alpha")
+    cap, cap_source = _setting(settings.max_cosine, "--max-cosine", tuned.get("max_cosine"), "[planner] max_cosine")
     cfg = _eval_config(config, models_dir, alpha, settings.node_spacing_m)
-    # the cosine cap chosen with the models (also with --alpha), unless --max-cosine is given
-    cap = settings.max_cosine if settings.max_cosine is not None else tuned["max_cosine"] if tuned else None
-    cap_source = ("--max-cosine" if settings.max_cosine is not None else
-                  "planner-tuning.json (eval sim-tune)" if cap is not None else "[planner] max_cosine")
     if cap is not None:
         cfg = dataclasses.replace(cfg, planner=dataclasses.replace(cfg.planner, max_cosine=float(cap)))
     log_dir, explore_info, explore_cached = _explore(world, iset, settings, out)

@@ -160,12 +160,15 @@ def alignment_loss(cos, labels):
     """
     import torch.nn.functional as F
 
-    pos, neg = (labels == 1).float(), (labels == 0).float()
+    pos = (labels == 1).float()
     l_pos = ((cos - POS_COSINE) ** 2 * pos).sum() / pos.sum().clamp(min=1.0)
-    viol = F.relu(cos - NEG_COSINE) ** 2 * neg
-    l_neg = viol.sum() / (viol > 0).float().sum().clamp(min=1.0)
-    far_viol = F.relu(cos - FAR_COSINE) ** 2 * (labels == FAR).float()
-    l_far = far_viol.sum() / (far_viol > 0).float().sum().clamp(min=1.0)
+
+    def hinge(mask, margin):  # mean over the pairs of ``mask`` that score above ``margin``
+        viol = F.relu(cos - margin) ** 2 * mask.float()
+        return viol.sum() / (viol > 0).float().sum().clamp(min=1.0)
+
+    l_neg = hinge(labels == 0, NEG_COSINE)
+    l_far = hinge(labels == FAR, FAR_COSINE)
     return l_pos + NEG_WEIGHT * l_neg + l_far
 
 

@@ -261,12 +261,17 @@ def label_pose(world: World, x_m: float, y_m: float, yaw_rad: float, *, hfov_deg
             continue
         resolved = _apparent_size_ok(t, dist, f, camera_height_m)(1.0) if t.flat else True
         clear = not any(blocked) and resolved and cover >= 0.5 and abs(bearing) <= half_h
-        if clear and dist > FAR_RANGE * reach:
-            vote(t.category, FAR)
-        else:
-            vote(t.category, 1 if clear and dist <= SEEN_RANGE * reach else -1)
+        vote(t.category, _range_label(clear, dist / reach, SEEN_RANGE))
     _label_buildings(world, x_m, y_m, yaw_rad, f, half_h, vote, reach_m=truth.building_view_m)
     return out
+
+
+def _range_label(clear: bool, rel_dist: float, seen_range: float) -> int:
+    """Label of a thing in view up to :data:`UNSURE_RANGE` times its range, at ``rel_dist`` times it:
+    in clear view, 1 within ``seen_range``, :data:`FAR` past :data:`FAR_RANGE`; otherwise unsure (-1)."""
+    if clear and rel_dist > FAR_RANGE:
+        return FAR
+    return 1 if clear and rel_dist <= seen_range else -1
 
 
 def _apparent_size_ok(t: _Thing, dist: float, f: float, camera_height_m: float):
@@ -301,10 +306,7 @@ def _label_buildings(world: World, x_m: float, y_m: float, yaw_rad: float, f: fl
         d = min(dists)
         if d > UNSURE_RANGE * reach_m:
             continue
-        if len(dists) >= 3 and d > FAR_RANGE * reach_m:
-            vote(b.category, FAR)
-        else:
-            vote(b.category, 1 if len(dists) >= 3 and d <= BUILDING_SEEN_RANGE * reach_m else -1)
+        vote(b.category, _range_label(len(dists) >= 3, d / reach_m, BUILDING_SEEN_RANGE))
 
 
 def _inside_obstacle(world: World, x: float, y: float, things: list[_Thing], margin_m: float = 1.0) -> bool:
