@@ -2,7 +2,8 @@
 
 The Jackal's cameras are wide-angle (LM-Nav: 170 degrees). Before CLIP sees a frame it is rectified
 with the camera's fisheye intrinsics (OpenCV ``cv2.fisheye``, K and D from ``[camera]``) and cut into
-``clip_crops`` square crops across the centre band of the rectified frame (1 = the centre square).
+``clip_crops`` square crops of side min(H, W) spread across the centre band of the rectified frame
+(1 = the centre square; more overlap where needed so that the frame's edges get crops of their own).
 Each crop is embedded separately and a node scores a landmark by its best crop (core.grounding takes
 the max over a node's images). The raw JPEG stays in the log and the map; this is a pure function of
 the config. The VNM gets the raw frame resized, as in its training data.
@@ -50,12 +51,29 @@ def rectify(img, *, k: list[float], d: list[float]) -> np.ndarray:
 
 
 def centre_crops(img, n: int = 1) -> list[np.ndarray]:
-    """``n`` square crops of side min(H, W / n) spread evenly across the centre band of ``img``."""
+    """``n`` square crops of side min(H, W) spread evenly across the centre band of ``img``.
+
+    One crop is the centre square (what CLIP's own preprocessing takes). With more, the first starts
+    at the left edge, the last ends at the right edge and the others lie evenly between, overlapping
+    where ``n`` squares are wider than the frame: then every column of the band is seen at the scale of
+    the centre crop, and a landmark at the frame's edge gets a crop of its own. (Before, a narrow frame
+    got ``n`` smaller squares of side W / n side by side.) Where ``n`` x H < W (a wide rectified
+    fisheye frame and few crops) gaps stay between the squares: take ``n >= W / H``.
+
+    Returns
+    -------
+    list of ``n`` (S, S, 3) uint8 arrays, S = min(H, W), left to right.
+
+    Raises
+    ------
+    ImagePrepError
+        ``n < 1`` or an image that is not HxWx3 uint8.
+    """
     img = _check(img)
     if n < 1:
         raise ImagePrepError(f"clip_crops: expected >= 1, got {n}")
     h, w = img.shape[:2]
-    side = int(min(h, w // n))
+    side = int(min(h, w))
     top = (h - side) // 2
     if n == 1:
         left = [(w - side) // 2]

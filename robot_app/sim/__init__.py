@@ -27,7 +27,8 @@ _EXPORTS = {
     "train_sim_vlm": "train_vlm",
 }
 
-__all__ = sorted([*_EXPORTS, "shipped_models_dir", "tuned_alpha", "tuned_planner", "TUNING_FILE"])
+__all__ = sorted([*_EXPORTS, "shipped_models_dir", "tuned_alpha", "tuned_planner", "TUNING_FILE",
+                  "model_clip_crops"])
 
 #: File in a models folder that records the planner's alpha (and cosine cap) chosen for those models by
 #: ``robot-app eval sim-tune --write`` (:mod:`robot_app.sim.eval_tune`).
@@ -50,6 +51,21 @@ def _model_digest(models_dir: Path, sidecar: str) -> str | None:
         return str(json.loads((models_dir / sidecar).read_text(encoding="utf-8"))["sha256"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def model_clip_crops(models_dir) -> int:
+    """``[camera] clip_crops`` for a map embedded with the sim VLM in ``models_dir``: the number of square
+    crops per frame its training views were cut as (``params.clip_crops`` of ``clip-image.onnx.json``,
+    written by ``robot-app models train-sim``); 1 (the centre crop) for files without it or unreadable.
+    ``robot-app eval sim``, ``eval sim-tune`` and ``demo`` build their maps with it."""
+    import json
+
+    try:
+        doc = json.loads((Path(models_dir) / "clip-image.onnx.json").read_text(encoding="utf-8"))
+        n = doc["params"]["clip_crops"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return 1
+    return n if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 8 else 1
 
 
 def tuned_planner(models_dir) -> dict | None:

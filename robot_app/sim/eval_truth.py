@@ -27,7 +27,8 @@ import numpy as np
 
 from robot_app.sim.world import CATALOGUE, World
 
-__all__ = ["object_size_m", "TruthParams", "node_true_poses", "landmark_nodes", "truth_node_sets"]
+__all__ = ["object_size_m", "TruthParams", "node_true_poses", "landmark_nodes", "truth_node_sets",
+           "footprint_distance"]
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,9 @@ def _inside(b, pts: np.ndarray) -> np.ndarray:
     return (np.abs(u) <= b.size_m[0] / 2) & (np.abs(v) <= b.size_m[1] / 2)
 
 
-def _footprint_distance(b, xy: np.ndarray) -> np.ndarray:
+def footprint_distance(b, xy: np.ndarray) -> np.ndarray:
+    """(N,) float: distance (m) from each point of ``xy`` (N, 2, world frame) to building ``b``'s footprint
+    rectangle (0 inside it): what "within ``building_view_m`` of its outline" measures."""
     c, s = math.cos(b.yaw_rad), math.sin(b.yaw_rad)
     dx, dy = xy[:, 0] - b.center[0], xy[:, 1] - b.center[1]
     u = np.abs(c * dx + s * dy) - b.size_m[0] / 2
@@ -147,7 +150,7 @@ def landmark_nodes(world: World, name: str, xy: np.ndarray, yaw: np.ndarray, *,
     yaw = np.asarray(yaw, dtype=np.float64).ravel()
     building = next((b for b in world.buildings if b.name == name), None)
     if building is not None:
-        near = _footprint_distance(building, xy) <= params.building_near_m
+        near = footprint_distance(building, xy) <= params.building_near_m
         pts, view_m = _building_points(building), params.building_view_m
     else:
         obj = next((o for o in world.objects if o.name == name), None)
@@ -164,7 +167,7 @@ def landmark_nodes(world: World, name: str, xy: np.ndarray, yaw: np.ndarray, *,
     in_view = (np.abs(bearing) <= math.radians(params.hfov_deg) / 2) & (dist <= view_m)
     if building is not None:  # the range of a building counts from its footprint, not from its points
         in_view = (np.abs(bearing) <= math.radians(params.hfov_deg) / 2) & (
-            _footprint_distance(building, xy)[:, None] <= view_m)
+            footprint_distance(building, xy)[:, None] <= view_m)
     if in_view.any():
         in_view &= _line_of_sight(world, xy, pts, skip=name, step_m=params.sight_step_m)
     return near | in_view.any(axis=1)

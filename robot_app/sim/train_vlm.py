@@ -110,13 +110,21 @@ def retrieval_top_k(cos: np.ndarray, labels: np.ndarray, *, k: int = 3) -> tuple
     return hit, chance
 
 
+#: Training views are cut as the map's CLIP cuts a frame with ``[camera] clip_crops = CROPS``
+#: (:func:`robot_app.image_prep.centre_crops`: left, centre, right square), drawn with these weights:
+#: the model must know a landmark at the frame's edge, which only the side crops show whole.
+CROPS = 3
+CROP_WEIGHTS = (0.25, 0.5, 0.25)
+
+
 def _render(worlds, n_per_world: int, *, seed: int, bar, targeted_fraction: float = 0.4) -> ViewSet:
     parts = []
     for wi, w in enumerate(worlds):
         rng = np.random.default_rng([seed, wi, 11])
         poses = sample_poses(w, n_per_world, rng=rng, targeted_fraction=targeted_fraction)
         parts.append(render_views(w, poses, image_size=IMAGE_SIZE, seed=seed * 1000 + wi, sizes=_SIZES,
-                                  size_weights=_SIZE_WEIGHTS, progress=bar.update if bar else None))
+                                  size_weights=_SIZE_WEIGHTS, crops=CROPS, crop_weights=CROP_WEIGHTS,
+                                  progress=bar.update if bar else None))
     return ViewSet.concat(parts)
 
 
@@ -381,14 +389,15 @@ def train_sim_vlm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
                            logit_scale=1.0 / (POS_COSINE - NEG_COSINE), reference_images=ref_images)
     quality = _evaluate(open_clip_model(out, warm_up=False), held, worlds, calib)
     extra = {"landmark_min_cosine": quality["min_cosine"]["threshold"], "train_seed": int(seed),
-             "train_worlds": [w.name for w in worlds], "quality": "sim-vlm-quality.json"}
+             "train_worlds": [w.name for w in worlds], "quality": "sim-vlm-quality.json",
+             "clip_crops": CROPS}  # the map's crops it was trained on (robot_app.sim.model_clip_crops)
     summary = export_sim_vlm(out, model, image_size=IMAGE_SIZE, text_encoder=text_encoder, tokenizer=tokenizer,
                              logit_scale=quality["logit_scale"], reference_images=ref_images, extra_params=extra,
                              reuse_text=first["text"])
     quality.update(
         sim_only=True, quick=bool(quick), seed=int(seed), worlds=[w.name for w in worlds],
         train_views=len(train), held_out_views=len(held), calibration_views=len(calib),
-        epochs=epochs, image_size=IMAGE_SIZE,
+        epochs=epochs, image_size=IMAGE_SIZE, clip_crops=CROPS, crop_weights=list(CROP_WEIGHTS),
         train_positive_per_category={c: int(v) for c, v in zip(CATEGORIES, (train.labels == 1).sum(axis=0))},
         train_loss=history, target_cosine={"seen": POS_COSINE, "unseen_below": NEG_COSINE, "far_below": FAR_COSINE},
         unseen_weight=NEG_WEIGHT,

@@ -7,15 +7,18 @@ labels a pose with the landmark categories that the evaluation's ground truth co
 (:mod:`robot_app.sim.eval_truth`, one shared definition: an object counts within
 ``object_view_per_size`` times its largest dimension, clamped to ``object_view_m``-``object_view_max_m``;
 a building within ``building_view_m`` of its outline), restricted to what the map's CLIP sees of the
-frame, the centre square crop (:func:`robot_app.image_prep.centre_crops` with one crop):
+frame: one square crop of side H (:func:`robot_app.image_prep.centre_crops`; the centre square, or with
+``[camera] clip_crops = 3`` the left, centre or right one):
 
-- the object's centre inside the crop's horizontal field of view (``2 atan(tan(hfov / 2) * H / W)``,
-  pinhole camera, focal length ``f = W / 2 / tan(hfov / 2)`` pixels), at least half of its height inside
-  the vertical field,
+- the object's centre inside the crop's horizontal field of view (pinhole camera, focal length
+  ``f = W / 2 / tan(hfov / 2)`` pixels; the centre crop spans ``2 atan(H / 2 / f)``), at least half of
+  its height inside the vertical field,
 - within :data:`SEEN_RANGE` times the truth's viewing range (flat objects such as a manhole cover,
   foreshortened by ``camera height / distance``, also at least :data:`CLEAR_PX` wide-ish on the frame),
 - not hidden behind a building: 2-D rays from the camera against the buildings' footprint rectangles
-  (buildings are taller than any catalogue object).
+  (buildings are taller than any catalogue object);
+- a building: the first thing hit along at least :data:`MIN_RAYS` of 13 rays across the crop, its range
+  measured from its outline as the truth measures it.
 
 Each (view, category) label is 1 (seen), 0 (certainly not seen: outside the field of view, hidden, or
 beyond :data:`UNSURE_RANGE` times the viewing range), :data:`FAR` (in clear view, but past
@@ -37,11 +40,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robot_app.sim.eval_truth import TruthParams, object_size_m
+from robot_app.sim.eval_truth import TruthParams, footprint_distance, object_size_m
 from robot_app.sim.world import BUILDING_COLOURS, CATALOGUE, Building, World
 
 __all__ = ["PHRASES", "CATEGORIES", "CLEAR_PX", "SEEN_RANGE", "BUILDING_SEEN_RANGE", "UNSURE_RANGE", "FAR",
-           "FAR_RANGE", "view_range_m",
+           "FAR_RANGE", "MIN_RAYS", "view_range_m",
            "ViewSet",
            "sample_poses", "label_pose", "render_views",
            "train_phrases", "held_out_phrases"]
@@ -118,6 +121,10 @@ FAR = 2
 #: From this multiple of the truth's viewing range a thing in clear view is labelled :data:`FAR`; between
 #: :data:`SEEN_RANGE` and it, unsure (-1).
 FAR_RANGE = 1.1
+#: A building is labelled seen (or FAR) when it is the first thing hit along at least this many of the
+#: crop's 13 rays (the rest of its range: unsure). Two, not more: a building at the side of a path
+#: fills only the edge of a side crop, and the truth counts it there.
+MIN_RAYS = 2
 assert max(SEEN_RANGE, BUILDING_SEEN_RANGE) <= FAR_RANGE < UNSURE_RANGE, "label ranges out of order"
 
 _BUILDING_CATS = frozenset(BUILDING_COLOURS) - {"building"}
@@ -220,17 +227,29 @@ def view_range_m(category: str, params: TruthParams = TruthParams()) -> float:
 
 def label_pose(world: World, x_m: float, y_m: float, yaw_rad: float, *, hfov_deg: float = 90.0,
                width_px: int = 160, height_px: int = 120, camera_height_m: float = 0.5,
-               truth: TruthParams = TruthParams()) -> np.ndarray:
+               truth: TruthParams = TruthParams(), crop_position: float = 0.5) -> np.ndarray:
     """Labels of one pose: (len(CATEGORIES),) int8, 1 seen, 0 not seen, FAR (2) in clear view past the
     range, -1 unsure (module docstring).
 
-    The view is the centre square crop of a ``width_px`` x ``height_px`` pinhole frame with horizontal
-    field of view ``hfov_deg`` (what the map's CLIP embeds with ``[camera] clip_crops = 1``); the
+    The view is a square crop (side ``min(width_px, height_px)``) of a ``width_px`` x ``height_px``
+    pinhole frame with horizontal field of view ``hfov_deg``, its left column at ``crop_position``
+    times ``width_px - side``: 0.5 the centre crop (what the map's CLIP embeds with ``[camera]
+    clip_crops = 1``), 0 and 1 the left and right crops of ``clip_crops = 3``
+    (:func:`robot_app.image_prep.centre_crops`). The pose is world frame (m, yaw rad CCW from +x); the
     ranges are the evaluation's ground truth ``truth`` (:class:`robot_app.sim.eval_truth.TruthParams`).
+
+    Raises
+    ------
+    ValueError
+        ``crop_position`` outside [0, 1].
     """
+    if not 0.0 <= crop_position <= 1.0:
+        raise ValueError(f"crop_position: expected 0 (left) to 1 (right), got {crop_position}")
     f = (width_px / 2) / math.tan(math.radians(hfov_deg) / 2)
     side = min(width_px, height_px)
-    half_h = math.atan(side / 2 / f)  # horizontal and vertical half-angle of the square crop
+    x0 = crop_position * (width_px - side)  # the crop's left column
+    tan_hi, tan_lo = (width_px / 2 - x0) / f, (width_px / 2 - x0 - side) / f  # bearings (CCW +) of its edges
+    a_hi, a_lo = math.atan(tan_hi), math.atan(tan_lo)
     out = np.zeros(len(CATEGORIES), dtype=np.int8)
     col = {c: i for i, c in enumerate(CATEGORIES)}
 
@@ -249,7 +268,8 @@ def label_pose(world: World, x_m: float, y_m: float, yaw_rad: float, *, hfov_deg
         bearing = _wrap(math.atan2(t.y - y_m, t.x - x_m) - yaw_rad)
         ang = math.atan(t.width_m / 2 / dist)
         reach = view_range_m(t.category, truth)
-        if abs(bearing) - ang > half_h or abs(bearing) > math.pi / 2 or dist > UNSURE_RANGE * reach:
+        if bearing - ang > a_hi or bearing + ang < a_lo or abs(bearing) > math.pi / 2 \
+                or dist > UNSURE_RANGE * reach:
             continue  # fully outside the crop, or far past the truth's range
         # vertical coverage: fraction of the object's height inside the crop's vertical field
         top, bottom = camera_height_m + dist * side / 2 / f, camera_height_m - dist * side / 2 / f
@@ -260,9 +280,9 @@ def label_pose(world: World, x_m: float, y_m: float, yaw_rad: float, *, hfov_deg
         if all(blocked):
             continue
         resolved = _apparent_size_ok(t, dist, f, camera_height_m)(1.0) if t.flat else True
-        clear = not any(blocked) and resolved and cover >= 0.5 and abs(bearing) <= half_h
+        clear = not any(blocked) and resolved and cover >= 0.5 and a_lo <= bearing <= a_hi
         vote(t.category, _range_label(clear, dist / reach, SEEN_RANGE))
-    _label_buildings(world, x_m, y_m, yaw_rad, f, half_h, vote, reach_m=truth.building_view_m)
+    _label_buildings(world, x_m, y_m, yaw_rad, tan_lo, tan_hi, vote, reach_m=truth.building_view_m)
     return out
 
 
@@ -288,14 +308,15 @@ def _apparent_size_ok(t: _Thing, dist: float, f: float, camera_height_m: float):
     return lambda k: h_px >= k * CLEAR_PX and w_px >= k * CLEAR_PX / 2
 
 
-def _label_buildings(world: World, x_m: float, y_m: float, yaw_rad: float, f: float, half_h: float, vote, *,
+def _label_buildings(world: World, x_m: float, y_m: float, yaw_rad: float, tan_lo: float, tan_hi: float, vote, *,
                      reach_m: float) -> None:
-    """Building labels: 13 rays across the crop; a building seen first along at least 3 rays, its nearest
-    hit within :data:`BUILDING_SEEN_RANGE` times ``reach_m`` (the truth's range from the outline), is seen;
-    along 3 rays but past :data:`FAR_RANGE` times the range (up to :data:`UNSURE_RANGE` times it), FAR;
-    otherwise, up to :data:`UNSURE_RANGE` times the range, unsure."""
+    """Building labels: 13 rays across the crop (bearing tangents ``tan_lo`` to ``tan_hi``); a building
+    hit first along at least :data:`MIN_RAYS` rays, its outline within :data:`BUILDING_SEEN_RANGE` times
+    ``reach_m`` (the truth's range), is seen; along as many rays but past :data:`FAR_RANGE` times the
+    range (up to :data:`UNSURE_RANGE` times it), FAR; otherwise, up to :data:`UNSURE_RANGE` times the
+    range, unsure."""
     n = 13
-    angles = [yaw_rad + math.atan((2 * (i + 0.5) / n - 1) * math.tan(half_h)) for i in range(n)]
+    angles = [yaw_rad + math.atan(tan_lo + (i + 0.5) / n * (tan_hi - tan_lo)) for i in range(n)]
     hits: dict[int, list[float]] = {}
     for a in angles:
         t, which = _first_hit(world, x_m, y_m, a)
@@ -303,10 +324,10 @@ def _label_buildings(world: World, x_m: float, y_m: float, yaw_rad: float, f: fl
             hits.setdefault(which, []).append(t)
     for i, dists in hits.items():
         b = world.buildings[i]
-        d = min(dists)
+        d = float(footprint_distance(b, np.array([[x_m, y_m]]))[0])  # the truth's distance, from the outline
         if d > UNSURE_RANGE * reach_m:
             continue
-        vote(b.category, _range_label(len(dists) >= 3, d / reach_m, BUILDING_SEEN_RANGE))
+        vote(b.category, _range_label(len(dists) >= MIN_RAYS, d / reach_m, BUILDING_SEEN_RANGE))
 
 
 def _inside_obstacle(world: World, x: float, y: float, things: list[_Thing], margin_m: float = 1.0) -> bool:
@@ -415,7 +436,7 @@ class ViewSet:
 def render_views(world: World, poses: np.ndarray, *, image_size: int, seed: int = 0,
                  sizes: tuple = ((160, 120),), size_weights: tuple | None = None, hfov_deg: float = 90.0,
                  camera_height_m: float = 0.5, noise_std: float = 2.0, jpeg_quality: int = 85,
-                 progress=None) -> ViewSet:
+                 crops: int = 1, crop_weights: tuple | None = None, progress=None) -> ViewSet:
     """Render, JPEG round-trip (as the recorder stores frames), crop, resize and label each pose.
 
     Parameters
@@ -431,6 +452,10 @@ def render_views(world: World, poses: np.ndarray, *, image_size: int, seed: int 
     sizes, size_weights
         Frame sizes (W, H) in pixels to render at, chosen per view with these probabilities (default
         uniform): the map's frames may come from cameras of several resolutions.
+    crops, crop_weights
+        Each view is one of the ``crops`` squares :func:`robot_app.image_prep.centre_crops` cuts from the
+        frame (as the map's CLIP with ``[camera] clip_crops = crops``), chosen with these probabilities
+        (default uniform) and labelled for that crop.
     progress
         Optional callable(n) called after each view (a tqdm ``update``).
 
@@ -438,6 +463,8 @@ def render_views(world: World, poses: np.ndarray, *, image_size: int, seed: int 
     ------
     ImportError
         pybullet (extra ``sim``) is not installed.
+    ValueError
+        ``crops < 1``, or ``crop_weights`` not one per crop.
     """
     import cv2
     from PIL import Image
@@ -447,6 +474,11 @@ def render_views(world: World, poses: np.ndarray, *, image_size: int, seed: int 
 
     rng = np.random.default_rng([int(seed), 7])
     which = rng.choice(len(sizes), size=len(poses), p=size_weights)
+    if crops < 1 or (crop_weights is not None and len(crop_weights) != crops):
+        raise ValueError(f"crops: expected >= 1 with one weight each, got {crops} and weights {crop_weights}")
+    # the crop of each view (centre_crops' k-th of ``crops``); drawn only when there is a choice, so that
+    # one crop keeps the draws of the frame sizes above (and the views) as they were
+    crop = rng.choice(crops, size=len(poses), p=crop_weights) if crops > 1 else np.zeros(len(poses), np.int64)
     n = len(poses)
     images = np.empty((n, image_size, image_size, 3), dtype=np.uint8)
     labels = np.empty((n, len(CATEGORIES)), dtype=np.int8)
@@ -460,12 +492,14 @@ def render_views(world: World, poses: np.ndarray, *, image_size: int, seed: int 
                 x, y, yaw = poses[i]
                 jpg = r.render_jpeg(x, y, yaw, index=int(i), quality=jpeg_quality)
                 rgb = cv2.imdecode(np.frombuffer(jpg, np.uint8), cv2.IMREAD_COLOR)[:, :, ::-1]
-                crop = centre_crops(np.ascontiguousarray(rgb), 1)[0]
-                images[i] = np.asarray(Image.fromarray(crop).resize((image_size, image_size), Image.BICUBIC))
+                k = int(crop[i])
+                square = centre_crops(np.ascontiguousarray(rgb), crops)[k]
+                images[i] = np.asarray(Image.fromarray(square).resize((image_size, image_size), Image.BICUBIC))
                 # labels at the reference 160 px width: what counts as visible is what the model
                 # input (S px) resolves, whatever the frame's resolution
                 labels[i] = label_pose(world, x, y, yaw, hfov_deg=hfov_deg, width_px=160,
-                                       height_px=max(1, round(160 * h / w)), camera_height_m=camera_height_m)
+                                       height_px=max(1, round(160 * h / w)), camera_height_m=camera_height_m,
+                                       crop_position=k / (crops - 1) if crops > 1 else 0.5)
                 if progress is not None:
                     progress(1)
     return ViewSet(images, labels, np.asarray(poses, dtype=np.float64), [world.name] * n)

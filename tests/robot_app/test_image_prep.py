@@ -48,6 +48,18 @@ def test_crops_cover_the_centre_band():
     assert len(clip_views(img, cfg)) == 2
 
 
+def test_crops_overlap_on_a_narrow_frame():
+    """A 4:3 frame: three full-height squares, at the left edge, the centre and the right edge."""
+    img = checkerboard(120, 160)
+    crops = centre_crops(img, 3)
+    assert [c.shape for c in crops] == [(120, 120, 3)] * 3
+    assert np.array_equal(crops[0], img[:, :120]) and np.array_equal(crops[1], img[:, 20:140])
+    assert np.array_equal(crops[2], img[:, 40:])
+    assert np.array_equal(centre_crops(img, 2)[1], img[:, 40:])
+    with pytest.raises(ImagePrepError, match="clip_crops"):
+        centre_crops(img, 0)
+
+
 @pytest.mark.parametrize("kwargs, msg", [(dict(k=[1.0, 2.0], d=[0, 0, 0, 0]), "fisheye_k"),
                                          (dict(k=[100.0, 100.0, 50.0, 50.0], d=[0.1]), "fisheye_d")])
 def test_bad_intrinsics(kwargs, msg):

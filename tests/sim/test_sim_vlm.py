@@ -154,6 +154,55 @@ def test_labels_follow_the_geometry():
     assert not (behind == 1).any()
 
 
+def test_side_crops_label_what_they_show():
+    """A stop sign 40 degrees left of the heading lies past the centre crop's edge (36.9 degrees on a 4:3,
+    90 degree frame): seen in the left crop only; the right crop does not see it at all."""
+    world = world_from_mapping({
+        "world": {"name": "t", "extent_m": [100.0, 100.0], "anchor_latlon": [10.0, 10.0]},
+        "objects": [{"category": "stop sign", "at": [6.0 * math.cos(math.radians(40)),
+                                                     6.0 * math.sin(math.radians(40))]}]})
+    col = CATEGORIES.index("stop sign")
+    left, centre, right = (label_pose(world, 0.0, 0.0, 0.0, crop_position=p)[col] for p in (0.0, 0.5, 1.0))
+    assert left == 1 and centre != 1 and right == 0
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="crop_position"):
+            label_pose(world, 0.0, 0.0, 0.0, crop_position=bad)
+
+
+def test_building_range_is_measured_from_its_outline():
+    """A long building beside the path, 20-22 m away at its nearest corner (outside the crop), is seen
+    although every ray of the crop hits it more than 33 m away: the truth measures from the outline."""
+    from robot_app.sim.views import MIN_RAYS
+
+    world = world_from_mapping({
+        "world": {"name": "t", "extent_m": [200.0, 200.0], "anchor_latlon": [10.0, 10.0]},
+        "buildings": [{"category": "red building", "center": [35.0, 25.0], "size_m": [50.0, 10.0, 8.0]}]})
+    assert MIN_RAYS <= 4  # the crop's rays 9-12 of 13 hit its near face
+    assert label_pose(world, 0.0, 0.0, 0.0)[CATEGORIES.index("red building")] == 1
+
+
+def test_render_views_refuses_bad_crops():
+    w = load_world("campus")
+    poses = sample_poses(w, 2, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="crops"):
+        render_views(w, poses, image_size=32, crops=0)
+    with pytest.raises(ValueError, match="crops"):
+        render_views(w, poses, image_size=32, crops=3, crop_weights=(0.5, 0.5))
+
+
+def test_model_clip_crops_reads_the_sidecar(tmp_path):
+    from robot_app.sim import model_clip_crops
+
+    assert model_clip_crops(tmp_path) == 1  # no file: the centre crop
+    doc = json.loads((shipped_models_dir() / "clip-image.onnx.json").read_text())
+    for value, want in ((3, 3), (True, 1), (0, 1), ("3", 1), (9, 1)):
+        doc["params"]["clip_crops"] = value
+        (tmp_path / "clip-image.onnx.json").write_text(json.dumps(doc))
+        assert model_clip_crops(tmp_path) == want
+    (tmp_path / "clip-image.onnx.json").write_text("{not json")
+    assert model_clip_crops(tmp_path) == 1
+
+
 def test_poses_are_seeded_and_outside_obstacles():
     w = load_world("campus")
     a = sample_poses(w, 50, rng=np.random.default_rng(3))
@@ -222,6 +271,10 @@ def test_quick_training_writes_loadable_files(tmp_path):
     m = open_clip_model(tmp_path)
     assert m.sim_only and m.logit_scale == q["logit_scale"]
     assert check_reference(m, tmp_path / "clip-reference.npz")["ids_equal"]
+    from robot_app.sim import model_clip_crops
+    from robot_app.sim.train_vlm import CROPS
+
+    assert model_clip_crops(tmp_path) == CROPS == q["clip_crops"]  # eval sim and demo embed the map so
     with pytest.raises(ValueError, match="non-empty list"):
         train_sim_vlm([], tmp_path, quick=True, progress=False)
 
