@@ -72,7 +72,7 @@ def register(sub, groups) -> None:
                    help="instruction set JSON whose exploration route records the map (its instructions are not "
                         "used; default: the world's shipped set)")
     t.add_argument("--out", type=Path, default=Path("eval-sim-tune"), help="output folder (default: ./eval-sim-tune)")
-    t.add_argument("--n", type=int, default=60, help="development instructions per world (default 60)")
+    t.add_argument("--n", type=int, default=300, help="development instructions per world (default 300)")
     t.add_argument("--seed", type=int, default=1, help="seed of the development set (default 1)")
     t.add_argument("--alphas", default=None,
                    help="comma-separated alpha grid per VNM time step (default 0.001,0.002,0.005,...,0.2)")
