@@ -228,6 +228,9 @@ def test_demo_config_plans_and_drives_with_the_sim_models_settings(tmp_path):
     tuned = tuned_planner(ctx.models_dir)  # the shipped models carry their tuning (eval sim-tune --write)
     assert tuned is not None and ctx.config.planner.alpha == tuned["alpha"]
     assert ctx.config.planner.max_cosine == tuned["max_cosine"] < 1.0
+    from robot_app.sim import model_clip_crops
+
+    assert ctx.config.camera.clip_crops == model_clip_crops(ctx.models_dir) == 3  # the crops the sim VLM knows
 
 
 # -- the short demo: every stage must succeed -----------------------------------------------------------------
