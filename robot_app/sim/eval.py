@@ -9,8 +9,7 @@ The paper's evaluation (Shah et al., CoRL 2022, Sec. 5, Tables 1 and 4) on a wor
    node sets (:mod:`robot_app.sim.eval_truth`);
 3. per instruction: the landmarks are parsed (rules, or the LLM when installed and configured), grounded
    with the CLIP-format VLM, and planned with LM-Nav's search (:func:`core.search.plan_walk`) and the
-   max-likelihood baseline (:func:`core.search.plan_max_likelihood`, on the grounding without the
-   cosine cap, where the cap's ties would decide its argmax); planning success and planning
+   max-likelihood baseline (:func:`core.search.plan_max_likelihood`); planning success and planning
    efficiency (:mod:`core.metrics`) against the intended walk, the shortest walk through the truth sets
    in order (the same search with log-likelihood 0 on truth nodes and -inf elsewhere);
 4. the LM-Nav walk is executed on the simulation clock with the VNM and with GPS only
@@ -272,20 +271,15 @@ def _plan_row(ctx: _Context, ins, parse_fn) -> tuple[dict, dict]:
     row["intended"] = {"length_steps": round(intended.length, 2),
                        "length_m": round(_length_m(ctx.true_xy, intended.nodes), 2)}
     if ctx.s.grounding == "oracle":
-        logp = logp_ml = _oracle_logp(ctx, ins)
+        logp = _oracle_logp(ctx, ins)
     else:
-        def grounded(cap: float) -> np.ndarray:
-            return ground_landmarks(ctx.clip, landmarks, ctx.image_emb, ctx.image_node, n_nodes=len(ctx.map.nodes),
-                                    logit_scale=cfg.planner.logit_scale or None, normalise=cfg.planner.normalise,
-                                    min_cosine=cfg.models.landmark_min_cosine, max_cosine=cap).log_likelihood
-
-        logp = grounded(cfg.planner.max_cosine)
-        # the baseline takes each landmark's most likely node (LM-Nav App. C): on the capped scores every
-        # node at the cap ties and the lowest index would win, so it takes the argmax of the uncapped ones
-        logp_ml = logp if cfg.planner.max_cosine >= 1.0 else grounded(1.0)
+        logp = ground_landmarks(ctx.clip, landmarks, ctx.image_emb, ctx.image_node, n_nodes=len(ctx.map.nodes),
+                                logit_scale=cfg.planner.logit_scale or None, normalise=cfg.planner.normalise,
+                                min_cosine=cfg.models.landmark_min_cosine,
+                                max_cosine=cfg.planner.max_cosine).log_likelihood
     walks, row["planners"] = {}, {}
-    for name, fn, lp in (("lmnav", plan_walk, logp), ("max-likelihood", plan_max_likelihood, logp_ml)):
-        r = fn(*ctx.csr, lp, start, alpha=cfg.planner.alpha)
+    for name, fn in (("lmnav", plan_walk), ("max-likelihood", plan_max_likelihood)):
+        r = fn(*ctx.csr, logp, start, alpha=cfg.planner.alpha)
         item = {"status": r.status.value, "success": False, "efficiency": 0.0}
         if r.ok:
             lm_nodes = r.landmark_nodes

@@ -314,14 +314,6 @@ def test_tiny_eval_runs_end_to_end_and_reuses_its_cache(tmp_path, tmp_path_facto
     assert oracle["grounding"] == "oracle" and oracle["alpha"] == 0.01
     assert oracle["totals"]["planning"]["lmnav"]["success_rate"] == 1.0
     assert oracle["instructions"][0]["parser"] == "truth"
-    # the max-likelihood baseline takes the argmax of the uncapped grounding: a cap (ties at it) leaves it be
-    picks = []
-    for cap in ("1", "0.05"):
-        assert main(args + ["--no-drive", "--max-cosine", cap]) == 0
-        run = json.loads(capsys.readouterr().out)
-        assert run["max_cosine"] == float(cap)
-        picks.append([row["planners"]["max-likelihood"]["landmark_nodes"] for row in run["instructions"]])
-    assert picks[0] == picks[1]
     assert main(args[:-1] + ["--no-drive", "--limit", "1"]) == 0
     text = capsys.readouterr().out
     assert "LM-Nav search" in text and "max-likelihood" in text and "eval-campus.png" in text
