@@ -289,9 +289,10 @@ class CameraConfig:
     fisheye_k: list[float] = _opt([], doc="fisheye intrinsics [fx, fy, cx, cy] in pixels of the raw frame "
                                           "(cv2.fisheye model); empty = frames are not rectified")
     fisheye_d: list[float] = _opt([], doc="fisheye distortion [k1, k2, k3, k4]")
-    clip_crops: int = _opt(1, min=1, max=8, doc="square crops (side = the frame's height) spread across the rectified "
-                                               "frame that CLIP embeds per node (1 = the centre crop; more cover "
-                                               "the frame's edges, overlapping where needed)")
+    clip_crops: int = _opt(1, min=1, max=8, doc="square crops (side = the frame's shorter side) spread across "
+                                               "the rectified frame that CLIP embeds per node (1 = the centre "
+                                               "crop; more cover the frame's edges, overlapping where needed; "
+                                               "the shipped sim VLM was trained on 3)")
 
 
 @dataclass(frozen=True)

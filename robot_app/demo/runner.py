@@ -216,7 +216,7 @@ def context_for(*, world: str, instruction: str | None, out: str | Path, seed: i
         paths=dataclasses.replace(config.paths, models_dir=str(models_dir)),
         planner=config.planner if tuned is None else dataclasses.replace(config.planner, **tuned),
         camera=dataclasses.replace(config.camera, source="sim", width=160, height=120, fisheye_k=[], fisheye_d=[],
-                                   clip_crops=model_clip_crops(models_dir)),  # as the sim VLM was trained
+                                   clip_crops=model_clip_crops(models_dir) or 1),  # as the sim VLM was trained
         sim=dataclasses.replace(config.sim, world=str(w.source), seed=seed),
         # a node per metre: a few VNM steps apart, as in GNM's topological maps (the navigator advances
         # its subgoal within [close_steps] of a node)

@@ -53,19 +53,21 @@ def _model_digest(models_dir: Path, sidecar: str) -> str | None:
         return None
 
 
-def model_clip_crops(models_dir) -> int:
+def model_clip_crops(models_dir) -> int | None:
     """``[camera] clip_crops`` for a map embedded with the sim VLM in ``models_dir``: the number of square
     crops per frame its training views were cut as (``params.clip_crops`` of ``clip-image.onnx.json``,
-    written by ``robot-app models train-sim``); 1 (the centre crop) for files without it or unreadable.
-    ``robot-app eval sim``, ``eval sim-tune`` and ``demo`` build their maps with it."""
+    written by ``robot-app models train-sim``), or None where the sidecar records none (a real CLIP
+    export, an older sim VLM), is unreadable or holds no integer in 1-8. ``robot-app eval sim``, ``eval
+    sim-tune`` and ``demo`` build their maps with it; with None, ``eval`` keeps ``[camera] clip_crops``
+    and ``demo`` takes the centre crop."""
     import json
 
     try:
         doc = json.loads((Path(models_dir) / "clip-image.onnx.json").read_text(encoding="utf-8"))
         n = doc["params"]["clip_crops"]
     except (OSError, ValueError, KeyError, TypeError):
-        return 1
-    return n if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 8 else 1
+        return None
+    return n if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 8 else None
 
 
 def tuned_planner(models_dir) -> dict | None:

@@ -143,8 +143,9 @@ def _build(log_dir: Path, models_dir: Path, config, explore_key: str, out: Path,
 
 def _eval_config(config, models_dir: Path, alpha: float | None = None, node_spacing_m: float | None = None):
     """The config with the models folder set, no fisheye rectification (the sim camera is a pinhole), the
-    crops the sim VLM was trained on (``[camera] clip_crops``, :func:`robot_app.sim.model_clip_crops`)
-    and, when given, the planner's alpha and the map's node spacing (``[mapping] min_travel_m``)."""
+    crops the sim VLM was trained on (``[camera] clip_crops``, :func:`robot_app.sim.model_clip_crops`;
+    the config's where the model records none) and, when given, the planner's alpha and the map's node
+    spacing (``[mapping] min_travel_m``)."""
     from robot_app.sim import model_clip_crops
 
     planner = config.planner if alpha is None else dataclasses.replace(config.planner, alpha=float(alpha))
@@ -153,7 +154,8 @@ def _eval_config(config, models_dir: Path, alpha: float | None = None, node_spac
                                                                          min_travel_m=float(node_spacing_m)))
     return dataclasses.replace(config, paths=dataclasses.replace(config.paths, models_dir=str(models_dir)),
                                camera=dataclasses.replace(config.camera, fisheye_k=[], fisheye_d=[],
-                                                          clip_crops=model_clip_crops(models_dir)),
+                                                          clip_crops=model_clip_crops(models_dir)
+                                                          or config.camera.clip_crops),
                                planner=planner)
 
 

@@ -193,14 +193,17 @@ def test_render_views_refuses_bad_crops():
 def test_model_clip_crops_reads_the_sidecar(tmp_path):
     from robot_app.sim import model_clip_crops
 
-    assert model_clip_crops(tmp_path) == 1  # no file: the centre crop
+    assert model_clip_crops(tmp_path) is None  # no file: the config decides
     doc = json.loads((shipped_models_dir() / "clip-image.onnx.json").read_text())
-    for value, want in ((3, 3), (True, 1), (0, 1), ("3", 1), (9, 1)):
+    for value, want in ((3, 3), (1, 1), (True, None), (0, None), ("3", None), (9, None)):
         doc["params"]["clip_crops"] = value
         (tmp_path / "clip-image.onnx.json").write_text(json.dumps(doc))
         assert model_clip_crops(tmp_path) == want
+    del doc["params"]["clip_crops"]  # a real CLIP export records none
+    (tmp_path / "clip-image.onnx.json").write_text(json.dumps(doc))
+    assert model_clip_crops(tmp_path) is None
     (tmp_path / "clip-image.onnx.json").write_text("{not json")
-    assert model_clip_crops(tmp_path) == 1
+    assert model_clip_crops(tmp_path) is None
 
 
 def test_poses_are_seeded_and_outside_obstacles():
