@@ -7,8 +7,8 @@ labels a pose with the landmark categories that the evaluation's ground truth co
 (:mod:`robot_app.sim.eval_truth`, one shared definition: an object counts within
 ``object_view_per_size`` times its largest dimension, clamped to ``object_view_m``-``object_view_max_m``;
 a building within ``building_view_m`` of its outline), restricted to what the map's CLIP sees of the
-frame: one square crop of side min(H, W) (:func:`robot_app.image_prep.centre_crops`; the centre square, or with
-``[camera] clip_crops = 3`` the left, centre or right one):
+frame: one square crop of side min(H, W) (:func:`robot_app.image_prep.centre_crops`; the centre
+square, or with ``[camera] clip_crops = 3`` the left, centre or right one):
 
 - the object's centre inside the crop's horizontal field of view (pinhole camera, focal length
   ``f = W / 2 / tan(hfov / 2)`` pixels; the centre crop spans ``2 atan(H / 2 / f)``), at least half of
