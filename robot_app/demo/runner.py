@@ -211,12 +211,16 @@ def context_for(*, world: str, instruction: str | None, out: str | Path, seed: i
     from robot_app.sim.eval_drive import DriveParams
 
     tuned = tuned_planner(models_dir)  # chosen for these model files by `robot-app eval sim-tune --write`
+    try:
+        crops = model_clip_crops(models_dir) or 1  # as the sim VLM was trained
+    except ValueError as exc:
+        raise DemoInputError(f"--models: {exc}") from exc
     cfg = dataclasses.replace(
         config,
         paths=dataclasses.replace(config.paths, models_dir=str(models_dir)),
         planner=config.planner if tuned is None else dataclasses.replace(config.planner, **tuned),
         camera=dataclasses.replace(config.camera, source="sim", width=160, height=120, fisheye_k=[], fisheye_d=[],
-                                   clip_crops=model_clip_crops(models_dir) or 1),  # as the sim VLM was trained
+                                   clip_crops=crops),
         sim=dataclasses.replace(config.sim, world=str(w.source), seed=seed),
         # a node per metre: a few VNM steps apart, as in GNM's topological maps (the navigator advances
         # its subgoal within [close_steps] of a node)

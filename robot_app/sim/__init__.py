@@ -57,17 +57,30 @@ def model_clip_crops(models_dir) -> int | None:
     """``[camera] clip_crops`` for a map embedded with the sim VLM in ``models_dir``: the number of square
     crops per frame its training views were cut as (``params.clip_crops`` of ``clip-image.onnx.json``,
     written by ``robot-app models train-sim``), or None where the sidecar records none (a real CLIP
-    export, an older sim VLM), is unreadable or holds no integer in 1-8. ``robot-app eval sim``, ``eval
-    sim-tune`` and ``demo`` build their maps with it; with None, ``eval`` keeps ``[camera] clip_crops``
-    and ``demo`` takes the centre crop."""
+    export, an older sim VLM) or cannot be read (the model loader reports that). ``robot-app eval sim``,
+    ``eval sim-tune`` and ``demo`` build their maps with it; with None, ``eval`` keeps ``[camera]
+    clip_crops`` and ``demo`` takes the centre crop.
+
+    Raises
+    ------
+    ValueError
+        The sidecar records a ``clip_crops`` that is not an integer in 1-8 (a map built with another
+        number of crops than the model was trained on would plan worse, with no error).
+    """
     import json
 
+    path = Path(models_dir) / "clip-image.onnx.json"
     try:
-        doc = json.loads((Path(models_dir) / "clip-image.onnx.json").read_text(encoding="utf-8"))
-        n = doc["params"]["clip_crops"]
+        params = json.loads(path.read_text(encoding="utf-8"))["params"]
+        if "clip_crops" not in params:
+            return None
+        n = params["clip_crops"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return n if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 8 else None
+    if not (isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 8):
+        raise ValueError(f"{path}: params.clip_crops: expected an integer 1-8 (the crops per frame the model "
+                         f"was trained on), got {n!r}")
+    return n
 
 
 def tuned_planner(models_dir) -> dict | None:

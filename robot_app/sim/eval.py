@@ -145,17 +145,20 @@ def _eval_config(config, models_dir: Path, alpha: float | None = None, node_spac
     """The config with the models folder set, no fisheye rectification (the sim camera is a pinhole), the
     crops the sim VLM was trained on (``[camera] clip_crops``, :func:`robot_app.sim.model_clip_crops`;
     the config's where the model records none) and, when given, the planner's alpha and the map's node
-    spacing (``[mapping] min_travel_m``)."""
+    spacing (``[mapping] min_travel_m``). Raises :class:`EvalError` for a bad recorded ``clip_crops``."""
     from robot_app.sim import model_clip_crops
 
+    try:
+        crops = model_clip_crops(models_dir)
+    except ValueError as exc:
+        raise EvalError(str(exc)) from exc
     planner = config.planner if alpha is None else dataclasses.replace(config.planner, alpha=float(alpha))
     if node_spacing_m is not None:
         config = dataclasses.replace(config, mapping=dataclasses.replace(config.mapping,
                                                                          min_travel_m=float(node_spacing_m)))
     return dataclasses.replace(config, paths=dataclasses.replace(config.paths, models_dir=str(models_dir)),
                                camera=dataclasses.replace(config.camera, fisheye_k=[], fisheye_d=[],
-                                                          clip_crops=model_clip_crops(models_dir)
-                                                          or config.camera.clip_crops),
+                                                          clip_crops=crops or config.camera.clip_crops),
                                planner=planner)
 
 

@@ -214,6 +214,26 @@ def test_missing_models_folder_and_bad_seed(tmp_path, capsys):
     assert main(["demo", "--seed", "-1", "--out", str(tmp_path / "o")]) == 2
 
 
+def test_models_recording_a_bad_crop_count_are_refused(tmp_path, capsys):
+    """A sidecar whose clip_crops is not 1-8 stops demo and eval sim before any work, naming the file."""
+    models = tmp_path / "models"
+    models.mkdir()
+    for f in SHIPPED.iterdir():  # the shipped files, but the image encoder's sidecar
+        if f.name != "clip-image.onnx.json":
+            (models / f.name).symlink_to(f)
+    doc = json.loads((SHIPPED / "clip-image.onnx.json").read_text())
+    doc["params"]["clip_crops"] = "three"
+    (models / "clip-image.onnx.json").write_text(json.dumps(doc))
+    assert main(["demo", "--models", str(models), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "clip-image.onnx.json: params.clip_crops: expected an integer 1-8" in err and "'three'" in err
+    assert not (tmp_path / "o" / "explore-log").exists()
+    assert main(["eval", "sim", "--world", "campus", "--models", str(models), "--out", str(tmp_path / "e"),
+                 "--no-drive"]) == 2
+    assert "params.clip_crops" in capsys.readouterr().err
+    assert not (tmp_path / "e" / "campus").exists()  # refused before the exploration
+
+
 def test_demo_config_plans_and_drives_with_the_sim_models_settings(tmp_path):
     from robot_app.config import load_config
     from robot_app.demo.runner import context_for

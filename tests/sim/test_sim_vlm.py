@@ -195,10 +195,15 @@ def test_model_clip_crops_reads_the_sidecar(tmp_path):
 
     assert model_clip_crops(tmp_path) is None  # no file: the config decides
     doc = json.loads((shipped_models_dir() / "clip-image.onnx.json").read_text())
-    for value, want in ((3, 3), (1, 1), (True, None), (0, None), ("3", None), (9, None)):
+    for value, want in ((3, 3), (1, 1)):
         doc["params"]["clip_crops"] = value
         (tmp_path / "clip-image.onnx.json").write_text(json.dumps(doc))
         assert model_clip_crops(tmp_path) == want
+    for bad in (True, 0, "three", 9, None):  # recorded but wrong: an error, not a silent centre crop
+        doc["params"]["clip_crops"] = bad
+        (tmp_path / "clip-image.onnx.json").write_text(json.dumps(doc))
+        with pytest.raises(ValueError, match="clip_crops: expected an integer 1-8"):
+            model_clip_crops(tmp_path)
     del doc["params"]["clip_crops"]  # a real CLIP export records none
     (tmp_path / "clip-image.onnx.json").write_text(json.dumps(doc))
     assert model_clip_crops(tmp_path) is None
