@@ -11,7 +11,8 @@ port is reopened with backoff. On :meth:`close`: ``Drive(MODE_NONE)`` then tx-st
 Drive path: :meth:`JackalBase.set_velocity` stores ``(v m/s, omega rad/s)``; a 50 Hz loop clips it to
 the speed and acceleration limits, converts it to wheel rad/s (jackal_control kinematics) and sends
 ``jackal_msgs/Drive`` in MODE_VELOCITY. A command older than ``cmd_timeout_s`` (0.25 s, the stock
-``cmd_vel_timeout``) is replaced by zero at once (not ramped); an e-stop (software :meth:`estop`, or
+``cmd_vel_timeout``) is replaced by zero at once (not ramped), and so is a :meth:`JackalBase.halt`
+(the host's command multiplexer has no live source); an e-stop (software :meth:`estop`, or
 the MCU reporting its external stop loop open) latches zero until :meth:`reset_estop`.
 """
 
@@ -107,6 +108,22 @@ class JackalBase(SerialDriver):
         if self._estop_reason is not None:
             raise EStopLatched(f"drive command refused: e-stop latched ({self._estop_reason}); call reset_estop()")
         self._cmd = (float(v_mps), float(omega_radps), time.monotonic())
+
+    def halt(self) -> None:
+        """Zero velocity now, not ramped through the acceleration limiter: for a host whose command
+        source went stale or away (a deliberate ``set_velocity(0, 0)`` still decelerates within the
+        limits). When the last frame sent was not already zero, a zero ``Drive`` frame goes out at once
+        instead of at the next drive tick; later ticks keep sending zero until the next
+        :meth:`set_velocity`. Never raises (a latched e-stop already sends zero)."""
+        self._cmd = (0.0, 0.0, time.monotonic())
+        self._limiter.reset()
+        last = self.last_drive
+        if (last is not None and (last.left != 0.0 or last.right != 0.0) and not self._closing
+                and "cmd_drive" in self._subs):
+            zero = ros1.Drive(ros1.Drive.MODE_VELOCITY, 0.0, 0.0)
+            if self._write(encode_frame(self._subs["cmd_drive"], zero.serialize())):
+                self.last_drive = zero
+                self.sent_log.append((time.monotonic(), zero))
 
     def estop(self, reason: str = "software e-stop") -> None:
         """Latch zero velocity now; only :meth:`reset_estop` clears it."""

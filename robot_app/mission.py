@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from robot_app.commands import Source
+
 log = logging.getLogger(__name__)
 
 
@@ -271,18 +273,21 @@ class MissionExecutive:
         return self._walk_jpegs, self._walk_latlon, self._walk_heading
 
     def replan_from_here(self, targets: list[int]) -> tuple:
-        """A new walk from the node nearest the GPS fix through ``targets`` (node ids, in order).
+        """A new walk from the node nearest the GPS fix through ``targets`` (node ids, in order), searched
+        with ``[planner] planner`` like the first plan.
 
         Returns the walk's (lat_deg, lon_deg) arrays and updates the stored walk images. Raises
         :class:`MissionError` without a fix near the map or when the targets cannot be reached.
         """
-        from core.search import plan_walk
+        from robot_app.planning import PLANNERS
 
+        planner = self.app.config.planner
         with self.open_map() as m:
             start = self._start_node(m, None)
             logp = np.full((len(m.nodes), len(targets)), -np.inf)
             logp[np.asarray(targets), np.arange(len(targets))] = 0.0
-            r = plan_walk(*m.csr(), logp, start, alpha=self.app.config.planner.alpha)
+            # the configured planner, as for the first plan ([planner] planner)
+            r = PLANNERS[planner.planner](*m.csr(), logp, start, alpha=planner.alpha)
             if not r.ok:
                 raise MissionError("the remaining landmarks cannot be reached from here")
             self._walk_latlon = (m.nodes.lat_deg[r.nodes].copy(), m.nodes.lon_deg[r.nodes].copy())
@@ -315,9 +320,8 @@ class MissionExecutive:
 
     def stop(self, reason: str = "operator STOP") -> None:
         """Latch the base e-stop, end any run; effective at the next drive tick (20 ms at 50 Hz)."""
-        from robot_app.service.app import Command
-
-        self.app.command = Command()
+        self.app.commands.latch_stop(reason)
+        self.app.commands.release(Source.AUTONOMY)
         if self.app.base is not None:
             self.app.base.estop(reason)
         tasks = getattr(self.app, "tasks", None)
@@ -330,20 +334,21 @@ class MissionExecutive:
 
     def abort(self, reason: str) -> None:
         """End a running route without latching the e-stop (a safety fault; commands go to zero)."""
-        from robot_app.service.app import Command
-
-        self.app.command = Command()
+        self.app.commands.release(Source.AUTONOMY)
         if self._nav_task is not None and not self._nav_task.done():
             self._nav_task.cancel()
             self.state, self.message = "stopped", reason
 
     def release_stop(self) -> None:
+        """Release the STOP: the base's e-stop latch, then the command multiplexer's STOP slot."""
         if self.app.base is None:
+            self.app.commands.release_stop()
             raise MissionError("no robot base")
         try:
             self.app.base.reset_estop()
         except Exception as exc:  # noqa: BLE001 - e.g. the hardware stop loop still open
             raise MissionError(str(exc)) from exc
+        self.app.commands.release_stop()
         self.state, self.message = "idle", "e-stop released"
 
     async def close(self) -> None:

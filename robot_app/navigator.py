@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.control import WindowLocaliser, advance_along, line_follow_velocity, wrap_angle
+from robot_app.commands import Source
 
 log = logging.getLogger(__name__)
 
@@ -125,9 +126,7 @@ class GpsNavigator:
         self.pose_source = "gps+gyro"  # or "estimator" while app.pose (state estimation) is usable
 
     def _command(self, v: float, omega: float) -> None:
-        from robot_app.service.app import Command
-
-        self.app.command = Command(v, omega, time.monotonic(), "navigator")
+        self.app.commands.submit(Source.AUTONOMY, v, omega, sender="navigator")
 
     def sense(self) -> bool:
         """Update :attr:`estimator` from the latest readings; False when the GPS fix is stale."""

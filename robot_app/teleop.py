@@ -24,6 +24,8 @@ import os
 import time
 from dataclasses import dataclass
 
+from robot_app.commands import Source
+
 log = logging.getLogger(__name__)
 
 __all__ = ["AxisRange", "GamepadMapper", "TeleopComponent", "TeleopCommand"]
@@ -127,7 +129,7 @@ def open_gamepad(path: str):
 
 
 class TeleopComponent:
-    """Supervised component (``teleop``): reads the pad, drives ``app.command`` while the deadman is held."""
+    """Supervised component (``teleop``): reads the pad, drives the app's teleop command slot while the deadman is held."""
 
     name = "teleop"
 
@@ -145,8 +147,6 @@ class TeleopComponent:
 
     def tick(self) -> None:
         """Renew the command while the deadman is held; send zero once when it is released."""
-        from robot_app.service.app import Command
-
         cmd = self.mapper.command()
         now = time.monotonic()
         if cmd.active:
@@ -155,10 +155,10 @@ class TeleopComponent:
                 # first press, or a route was started (Go) while the deadman is held: the pad wins
                 self.engaged = True
                 self._take_over()
-            self.app.command = Command(cmd.v_mps, cmd.omega_radps, now, "teleop")
+            self.app.commands.submit(Source.TELEOP, cmd.v_mps, cmd.omega_radps, sender="gamepad")
         elif self.engaged:
             self.engaged = False
-            self.app.command = Command(0.0, 0.0, now, "teleop")
+            self.app.commands.release(Source.TELEOP)
             log.info("teleop: deadman released, robot stopped")
 
     def _take_over(self) -> None:
@@ -175,13 +175,11 @@ class TeleopComponent:
 
     def release(self) -> None:
         """The pad is gone: stop if it was driving."""
-        from robot_app.service.app import Command
-
         if self.mapper is not None:
             self.mapper.release_all()
         if self.engaged:
             self.engaged = False
-            self.app.command = Command()
+            self.app.commands.release(Source.TELEOP)
 
     @staticmethod
     async def _wait_for_device(path: str) -> None:

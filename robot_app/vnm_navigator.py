@@ -49,6 +49,7 @@ import time
 import numpy as np
 
 from core.control import passed_end, polyline_distance, waypoint_to_velocity, wrap_angle
+from robot_app.commands import Source
 from robot_app.navigator import RunReport
 from robot_app.walk_following import (  # noqa: F401 - re-exported: the navigator's rules
     StepDecision, WalkRules, WalkTracker, stretch_yaw, vnm_nodes, walk_stretches)
@@ -64,7 +65,7 @@ def _rgb(jpeg: bytes) -> np.ndarray:
 
 
 class VnmNavigator:
-    """Drives ``app.command`` along a walk whose node images come from the map.
+    """Drives the app's autonomy command slot along a walk whose node images come from the map.
 
     The rules (:class:`WalkRules`) come from ``app.config.vnm_nav`` when the config has that section,
     else the GNM defaults; keyword arguments given here override single rules. ``waypoint_index`` and
@@ -122,9 +123,21 @@ class VnmNavigator:
         return began + row[0], min(lo + int(row[4]), hi), min(lo + int(row[4]) + 1, hi), -1.0, row[5], row[6], 1.0
 
     def _command(self, v: float, omega: float) -> None:
-        from robot_app.service.app import Command
+        self.app.commands.submit(Source.AUTONOMY, v, omega, sender="vnm-navigator")
 
-        self.app.command = Command(v, omega, time.monotonic(), "vnm-navigator")
+    async def _drive_for(self, v: float, omega: float, duration_s: float) -> None:
+        """Hold ``(v, omega)`` for ``duration_s`` (one VNM frame period), renewing the autonomy slot every
+        half ``[robot] cmd_timeout_s``: the VNM runs at its frame rate (GNM: 4 Hz, 0.25 s, as long as the
+        timeout), the command multiplexer cuts a command older than the timeout. Renewal happens only in
+        this task, so a navigator that hangs (a VNM call that never returns) still stops the robot."""
+        refresh_s = self.app.config.robot.cmd_timeout_s / 2.0
+        end = time.monotonic() + duration_s
+        while True:
+            self._command(v, omega)
+            left = end - time.monotonic()
+            if left <= 0.0:
+                return
+            await asyncio.sleep(min(refresh_s, left))
 
     def plan_stretches(self, n_nodes: int, walk_latlon=None, node_heading_rad=None, *,
                        gps_first_m: float = 0.0) -> list[tuple[str, int, int]]:
@@ -453,9 +466,8 @@ class VnmNavigator:
                                                                                                   self.waypoint_index]
                 v, omega = waypoint_to_velocity(float(wp[0]), float(wp[1]), dt_s=period, max_v_mps=self.max_v_mps,
                                                 max_omega_radps=self.app.config.robot.max_omega_radps)
-                self._command(v, omega)
                 trace.append((now - t0, first + dec.index, first + dec.subgoal, best_d, v, omega, 0.0))
-                await asyncio.sleep(period)
+                await self._drive_for(v, omega, period)
         finally:
             self._command(0.0, 0.0)
         log.info("VNM stretch %s after %.1f s at walk index %d", outcome, time.monotonic() - t_start,

@@ -4,9 +4,11 @@ Components (each supervised, restarted with backoff, the robot stopped while one
 
 - ``base``: the Jackal MCU driver (``firmware_bridge``; it reconnects by itself and sends tx-stop /
   MODE_NONE when closed); ``gps`` / ``imu`` drivers when configured on their own ports;
-- ``control``: the drive loop at ``[robot] control_rate_hz``: forwards the active controller's
-  command to the base, zero when the command is stale (older than ``[robot] cmd_timeout_s``) or no
-  controller is active; its heartbeat gates the systemd watchdog;
+- ``control``: the drive loop at ``[robot] control_rate_hz``: reads only the command multiplexer
+  (:class:`robot_app.commands.CommandMux`: STOP over teleop over autonomy, each slot stale after
+  ``[robot] cmd_timeout_s``) and forwards the winning command to the base; with no live slot, or a
+  safety fault, the base is cut to zero on that tick (``halt``, not ramped); its heartbeat gates the
+  systemd watchdog;
 - ``status``: once a second, device and model state to systemd (``STATUS=``) and the log.
 
 After any start the robot is idle: nothing resumes a route on its own. SIGTERM / SIGINT stop the robot
@@ -23,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from robot_app.commands import Command, CommandMux, Source
 from robot_app.service.sdnotify import Notifier, watchdog_interval_s
 from robot_app.service.supervisor import Supervisor
 
@@ -78,14 +81,6 @@ def _model_file_problem(path: Path) -> str | None:
     return None
 
 
-@dataclass
-class Command:
-    v_mps: float = 0.0
-    omega_radps: float = 0.0
-    t_mono_s: float = -math.inf
-    source: str = "none"
-
-
 class DriverComponent:
     """Runs one ``firmware_bridge`` driver for the supervisor (start, stay up, close on cancel)."""
 
@@ -102,32 +97,42 @@ class DriverComponent:
 
 
 class ControlLoop:
-    """Fixed-rate drive loop: the latest fresh command to the base, zero otherwise."""
+    """Fixed-rate drive loop: the multiplexer's winning command to the base, an unramped zero otherwise."""
 
     name = "control"
 
     def __init__(self, app: "App"):
         self.app = app
         self.heartbeat_mono_s = -math.inf
+        self.halts = 0  # ticks on which the base was cut to zero (no live command or a fault)
+
+    def tick(self, now: float) -> Command | None:
+        """One control period: safety check, then the command the base gets (None: cut to zero)."""
+        cmd = self.app.commands.select(now)
+        base = self.app.base
+        fault = self.app.safety.check(base, now=now, gps=self.app.gps, imu=self.app.imu)
+        if (fault and fault.kind) != (self.app.fault and self.app.fault.kind):
+            self.app.on_fault(fault)
+        elif fault is not None:
+            self.app.fault = fault  # same kind, fresh figures for the screen
+        if fault is not None and not (cmd is not None and cmd.source == "teleop" and fault.kind in TELEOP_THROUGH):
+            cmd = None
+        if cmd is not None and cmd.source == "stop":
+            cmd = None  # STOP: the base's e-stop latch holds zero as well
+        if base is not None and base.connected and not base.estop_latched:
+            if cmd is None:
+                base.halt()
+                self.halts += 1
+            else:
+                base.set_velocity(cmd.v_mps, cmd.omega_radps)
+        return cmd
 
     async def run(self) -> None:
-        robot = self.app.config.robot
-        period = 1.0 / robot.control_rate_hz
+        period = 1.0 / self.app.config.robot.control_rate_hz
         next_t = time.monotonic()
         while True:
             now = time.monotonic()
-            cmd = self.app.command
-            fresh = now - cmd.t_mono_s <= robot.cmd_timeout_s
-            base = self.app.base
-            fault = self.app.safety.check(base, now=now, gps=self.app.gps, imu=self.app.imu)
-            if (fault and fault.kind) != (self.app.fault and self.app.fault.kind):
-                self.app.on_fault(fault)
-            elif fault is not None:
-                self.app.fault = fault  # same kind, fresh figures for the screen
-            if fault is not None and not (cmd.source == "teleop" and fault.kind in TELEOP_THROUGH):
-                fresh = False
-            if base is not None and base.connected and not base.estop_latched:
-                base.set_velocity(cmd.v_mps if fresh else 0.0, cmd.omega_radps if fresh else 0.0)
+            self.tick(now)
             self.heartbeat_mono_s = now
             next_t += period
             delay = next_t - time.monotonic()
@@ -176,7 +181,9 @@ class App:
         self.config = config
         self.notifier = Notifier()
         self.models = model_inventory(config)
-        self.command = Command()
+        robot = config.robot
+        #: the only place motion commands go (STOP over teleop over autonomy); the control loop reads it
+        self.commands = CommandMux({Source.AUTONOMY: robot.cmd_timeout_s, Source.TELEOP: robot.cmd_timeout_s})
         self.pose = None  # robot_app.state_estimation.Pose while the estimator has a fresh GPS fix
         self.drivers = drivers_from_config(config.serial, config.robot)
         self.base = self.drivers.get("base")
@@ -220,6 +227,11 @@ class App:
         self._clip_failed = False
         self._llm_lock = threading.Lock()
         self._stop = asyncio.Event()
+
+    @property
+    def command(self) -> Command:
+        """What drives the robot now (read-only; sources write :attr:`commands`)."""
+        return self.commands.current
 
     @property
     def gps(self):
@@ -292,6 +304,7 @@ class App:
         from firmware_bridge.readings import BaseStatus, GpsFix
 
         base = self.base
+        cmd = self.command
         out = {"mcu_link": bool(base is not None and base.connected),
                "estop_latched": bool(base is not None and base.estop_latched),
                "models": self.models, "components": {n: s.state for n, s in self.supervisor.states.items()},
@@ -301,8 +314,8 @@ class App:
                "camera": None if self.camera is None else {
                    "frames": self.camera.frames_read,
                    "age_s": None if self.camera.latest is None else time.monotonic() - self.camera.latest.t_mono_s},
-               "command": {"v_mps": self.command.v_mps, "omega_radps": self.command.omega_radps,
-                           "source": self.command.source}}
+               "command": {"v_mps": cmd.v_mps, "omega_radps": cmd.omega_radps, "source": cmd.source,
+                           "sender": cmd.sender}}
         pose = self.pose  # state estimation (UTM metres, yaw rad CCW from east)
         out["pose"] = None if pose is None else {"x_m": pose.x_m, "y_m": pose.y_m, "yaw_rad": pose.yaw_rad,
                                                  "v_mps": pose.v_mps, "utm_zone": list(pose.utm_zone),
@@ -325,7 +338,7 @@ class App:
 
     async def _on_component_down(self, name: str, exc: BaseException) -> None:
         """A component failed: the robot stops until it is back."""
-        self.command = Command()
+        self.commands.clear()
         log.error("component %s down (%s): robot stopped", name, exc)
 
     def request_stop(self, reason: str = "stop requested") -> None:
@@ -373,7 +386,7 @@ class App:
         await self.recording.close()  # finish the current log and map writes
         if self._llm is not None:
             await asyncio.to_thread(self._llm.close)
-        self.command = Command()
+        self.commands.clear()
         if self.base is not None and self.base.connected:
             try:
                 self.base.set_velocity(0.0, 0.0)

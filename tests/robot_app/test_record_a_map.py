@@ -14,7 +14,8 @@ from core.mapstore import open_map
 from core.tlog import read_log
 from firmware_bridge.sim.devices import SimulatedDevices
 from robot_app.config import Config
-from robot_app.service.app import App, Command
+from robot_app.commands import Source
+from robot_app.service.app import App
 
 ORIGIN = (52.5148, 13.4643)
 
@@ -64,9 +65,9 @@ def test_record_drive_build_map_and_plan_on_it(tmp_path):
                     assert again.status == 409 and "already recording" in (await again.json())["error"]
                     t0 = time.monotonic()
                     while time.monotonic() - t0 < 8.0:  # the operator drives east at 1.5 m/s (teleop stand-in)
-                        app.command = Command(1.5, 0.0, time.monotonic(), "teleop")
+                        app.commands.submit(Source.TELEOP, 1.5, 0.0, sender="test")
                         await asyncio.sleep(0.05)
-                    app.command = Command()
+                    app.commands.release(Source.TELEOP)
                     stopped = await (await http.post(url + "/api/record/stop")).json()
                     assert stopped["log"] == "drive1" and stopped["frames"] >= 20
                     assert (await http.post(url + "/api/map/build", json={"logs": ["nope"]})).status == 400

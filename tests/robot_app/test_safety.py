@@ -94,7 +94,8 @@ def test_geofence_around_the_map():
 
 def test_low_battery_on_the_simulated_robot_refuses_autonomy(tmp_path):
     from robot_app.mission import MissionError
-    from robot_app.service.app import App, Command
+    from robot_app.commands import Source
+    from robot_app.service.app import App
 
     base = Config()
 
@@ -119,12 +120,12 @@ def test_low_battery_on_the_simulated_robot_refuses_autonomy(tmp_path):
                     await app.mission.go(1)
                 t0 = time.monotonic()
                 while time.monotonic() - t0 < 1.0:  # an autonomous command arrives anyway: the loop sends zero
-                    app.command = Command(1.0, 0.0, time.monotonic(), "navigator")
+                    app.commands.submit(Source.AUTONOMY, 1.0, 0.0, sender="navigator")
                     await asyncio.sleep(0.05)
                 assert abs(sim.plant.state().v_mps) < 0.05
                 t0 = time.monotonic()
                 while time.monotonic() - t0 < 1.0:  # the operator may still drive it home on the pad
-                    app.command = Command(0.5, 0.0, time.monotonic(), "teleop")
+                    app.commands.submit(Source.TELEOP, 0.5, 0.0, sender="gamepad")
                     await asyncio.sleep(0.05)
                 assert sim.plant.state().v_mps > 0.3
             finally:

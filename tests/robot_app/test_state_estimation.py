@@ -14,7 +14,8 @@ import utm
 
 from firmware_bridge.sim.devices import SimulatedDevices
 from robot_app.config import Config, ConfigError, config_from_mapping
-from robot_app.service.app import App, Command
+from robot_app.commands import Source
+from robot_app.service.app import App
 from robot_app.state_estimation import (MagCalibration, MagCalibrationError,
                                         fit_planar_mag_calibration, wrap_angle)
 from robot_app.synthetic_logs import enu_to_latlon
@@ -104,7 +105,7 @@ async def _with_app(tmp_path, body, *, mag_file="", enabled=True):
 async def _drive(app, v, omega, seconds):
     t_end = time.monotonic() + seconds
     while time.monotonic() < t_end:
-        app.command = Command(v, omega, time.monotonic(), "test")
+        app.commands.submit(Source.AUTONOMY, v, omega, sender="test")
         await asyncio.sleep(0.05)
 
 

@@ -14,6 +14,7 @@ evdev = pytest.importorskip("evdev")
 from evdev import InputEvent, ecodes  # noqa: E402
 
 from firmware_bridge.sim.devices import SimulatedDevices  # noqa: E402
+from robot_app.commands import CommandMux, Source  # noqa: E402
 from robot_app.config import Config, ConfigError, config_from_mapping  # noqa: E402
 from robot_app.navigator import GpsNavigator  # noqa: E402
 from robot_app.service.app import App  # noqa: E402
@@ -98,10 +99,11 @@ def test_missing_pad_is_waited_for_not_a_fault(tmp_path):
     cfg = Config()
     app = type("A", (), {})()
     app.config = dataclasses.replace(cfg, teleop=dataclasses.replace(cfg.teleop, device=str(tmp_path / "nope")))
-    app.command = "untouched"
+    app.commands = CommandMux({Source.AUTONOMY: 0.25, Source.TELEOP: 0.25})
+    app.commands.submit(Source.AUTONOMY, 0.5, 0.0, sender="navigator")
     with pytest.raises(asyncio.TimeoutError):
         asyncio.run(asyncio.wait_for(TeleopComponent(app).run(), 1.2))
-    assert app.command == "untouched"
+    assert not app.commands.live(Source.TELEOP)  # the absent pad never wrote its slot
 
 
 def test_a_path_that_is_no_input_device_fails_the_component(tmp_path):
@@ -142,23 +144,26 @@ def test_deadman_takes_over_a_running_route_and_release_stops(tmp_path):
         app.mission._nav_task = asyncio.ensure_future(nav.follow(lat, lon))
         app.mission.state = "running"
         await asyncio.sleep(2.0)
-        assert app.command.source == "navigator" and sim.plant.state().v_mps > 0.2
+        assert app.command.sender == "navigator" and sim.plant.state().v_mps > 0.2
         tele.handle([key(ecodes.BTN_TL, True), axis(ecodes.ABS_Y, 255)])  # deadman + stick down
         assert app.command.source == "teleop" and app.command.v_mps < 0
         for _ in range(30):  # 1.5 s of pad refreshes at 20 Hz
             tele.tick()
             await asyncio.sleep(0.05)
         driving = sim.plant.state()
+        # the cancelled navigator's clean-up wrote its own (autonomy) slot, never the pad's
+        still_pad = app.command
         mission = dict(app.mission.status())
         tele.handle([key(ecodes.BTN_TL, False)])
-        released = app.command
+        released = app.commands.live(Source.TELEOP)
         await asyncio.sleep(0.6)
-        return driving, mission, released, sim.plant.state(), app.mission._nav_task.done()
+        return driving, still_pad, mission, released, sim.plant.state(), app.mission._nav_task.done()
 
-    driving, mission, released, after, nav_done = asyncio.run(_app_on_sim(tmp_path, body))
+    driving, still_pad, mission, released, after, nav_done = asyncio.run(_app_on_sim(tmp_path, body))
     assert nav_done and mission["state"] == "stopped" and mission["disengagements"] == 1
     assert driving.v_mps < -0.2  # the operator reverses the robot
-    assert (released.v_mps, released.omega_radps, released.source) == (0.0, 0.0, "teleop")
+    assert still_pad.source == "teleop" and still_pad.v_mps < 0
+    assert released is False  # the deadman released the teleop slot at once
     assert abs(after.v_mps) < 0.05
 
 
@@ -192,22 +197,22 @@ def test_virtual_pad_through_uinput_drives_the_simulated_robot(tmp_path):
 def test_a_route_started_while_the_deadman_is_held_is_taken_over_at_once():
     """Go pressed on the screen while the operator holds the deadman: the pad keeps the robot."""
     from robot_app.mission import MissionExecutive
-    from robot_app.service.app import Command
 
     async def main():
         app = type("A", (), {})()
-        app.config, app.command, app.base = Config(), Command(), None
+        app.config, app.base = Config(), None
+        app.commands = CommandMux({Source.AUTONOMY: 0.25, Source.TELEOP: 0.25})
         app.mission = MissionExecutive(app)
         tele = TeleopComponent(app)
         tele.mapper = GamepadMapper(app.config.teleop, app.config.robot, PS4)
         tele.handle([key(ecodes.BTN_TL, True), axis(ecodes.ABS_Y, 0)])
-        first = (app.mission.disengagements, app.command.source)
+        first = (app.mission.disengagements, app.commands.current.source)
         # Go: a route starts driving (stands in for the navigator task the executive runs)
         app.mission._nav_task = asyncio.ensure_future(asyncio.sleep(30))
         app.mission.state = "running"
         tele.tick()
         await asyncio.sleep(0)
-        return first, app.mission.status(), app.mission._nav_task.cancelled(), app.command
+        return first, app.mission.status(), app.mission._nav_task.cancelled(), app.commands.current
 
     first, status, cancelled, cmd = asyncio.run(main())
     assert first == (0, "teleop")

@@ -15,7 +15,8 @@ from firmware_bridge.readings import GpsFix
 from firmware_bridge.sim.devices import SimulatedDevices
 from robot_app.config import Config
 from robot_app.map_build import decode_jpeg
-from robot_app.service.app import App, Command
+from robot_app.commands import Source
+from robot_app.service.app import App
 from robot_app.sim.camera import SimCamera, set_active_plant
 from robot_app.sim.plant import WorldPlant
 from robot_app.sim.world import load_world
@@ -40,9 +41,9 @@ def test_app_drives_the_world_plant_and_sees_it_through_the_sim_camera(tmp_path)
     async def drive(app, v, omega, seconds):
         t_end = time.monotonic() + seconds
         while time.monotonic() < t_end:
-            app.command = Command(v, omega, time.monotonic(), "test")
+            app.commands.submit(Source.AUTONOMY, v, omega, sender="test")
             await asyncio.sleep(0.05)
-        app.command = Command()
+        app.commands.release(Source.AUTONOMY)
 
     async def main():
         async with SimulatedDevices(tmp_path, plant=plant, gps=False, imu=False,
