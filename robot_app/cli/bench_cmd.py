@@ -1,4 +1,5 @@
-"""``robot-app bench search``: walk-search benchmark (numba vs. pure Python vs. scipy)."""
+"""``robot-app bench search`` (walk search: numba vs. pure Python vs. scipy), ``bench map-build`` and
+``bench stale-stop`` (a silent autonomy source to zero on the wire, through the whole app)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,12 @@ def register(sub, groups) -> None:
                                                     "without one the GPS fallback is measured)")
     mb.add_argument("--json", action="store_true")
     mb.set_defaults(func=_bench_map_build)
+    ss = groups["bench"].add_parser("stale-stop", help="a silent autonomy command to zero on the wire, through the "
+                                                       "app on the simulated MCU")
+    ss.add_argument("--speeds", default="1,2", help="comma-separated speeds in m/s (default 1,2)")
+    ss.add_argument("--trials", type=int, default=20, help="trials per speed (default 20)")
+    ss.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ss.set_defaults(func=_bench_stale_stop)
 
 
 def _sizes(text: str) -> list[int]:
@@ -56,4 +63,22 @@ def _bench_search(args, config) -> int:
                      compile_time=not args.no_compile_time,
                      progress=lambda msg: print(f"bench search: {msg}", file=sys.stderr))
     print(json.dumps(res, indent=2) if args.json else search.format_table(res))
+    return 0
+
+
+def _bench_stale_stop(args, config) -> int:
+    from robot_app.bench import stale_stop
+
+    try:
+        speeds = [float(x) for x in args.speeds.split(",") if x.strip()]
+    except ValueError as exc:
+        raise UsageError(f"--speeds: expected comma-separated numbers (m/s), got {args.speeds!r}") from exc
+    if not speeds or args.trials < 1:
+        raise UsageError("--speeds needs at least one speed and --trials must be >= 1")
+    try:
+        res = stale_stop.run(config, speeds=speeds, trials=args.trials,
+                             progress=lambda msg: print(f"bench stale-stop: {msg}", file=sys.stderr))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    print(json.dumps(res, indent=2) if args.json else stale_stop.format_table(res))
     return 0
