@@ -67,6 +67,8 @@ class VnmModel:
     image_width, image_height : int, model input size in pixels (85, 64).
     frame_rate_hz : float, rate of the frames the model was trained on (4 Hz); the unit of ``dist_steps``.
     dist_range_steps : (float, float), the trained distance range (0, 20 for GNM).
+    sim_only : bool, the sidecar's ``params.sim_only``: a stand-in trained on simulated renders
+      (``models.export.sim_vnm``), meaningless on real camera images.
     """
 
     def __init__(self, session, *, sidecar):
@@ -81,6 +83,7 @@ class VnmModel:
         self.mean = np.asarray(p["mean"], dtype=np.float32)
         self.std = np.asarray(p["std"], dtype=np.float32)
         self.random_init = bool(sidecar.random_init)
+        self.sim_only = bool(p.get("sim_only", False))
         self.model_id = f"vnm:{sidecar.architecture}:{Path(sidecar.weights).name}:{sidecar.sha256[:12]}"
 
     @property
@@ -201,6 +204,9 @@ def open_vnm(models_dir: str | os.PathLike, *, config=None, warm_up: bool = True
                         intra_op_threads=getattr(mc, "intra_op_threads", 0))
     check_session_io(sess, sc)
     model = VnmModel(sess, sidecar=sc)
+    if model.sim_only:
+        log.warning("%s is a SIM-ONLY stand-in model (trained on simulated renders): its waypoints and "
+                    "distances mean nothing on real camera images", path)
     if warm_up:
         model.warm_up()
     return model

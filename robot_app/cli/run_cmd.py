@@ -12,10 +12,10 @@ def register(sub, groups) -> None:
 
 def _run(args, config) -> int:
     from robot_app.cli import UsageError
-    from robot_app.service.app import run_app
+    from robot_app.service.app import ModelPolicyError, run_app
     from robot_app.ui.server import UiConfigError
 
     try:
         return run_app(config)
-    except UiConfigError as exc:
+    except (UiConfigError, ModelPolicyError) as exc:
         raise UsageError(str(exc)) from exc

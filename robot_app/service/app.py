@@ -59,6 +59,49 @@ def model_inventory(config) -> dict[str, str]:
     return out
 
 
+class ModelPolicyError(RuntimeError):
+    """The installed models must not run with this configuration (SIM-ONLY stand-ins on a real camera)."""
+
+
+def sim_only_models(config) -> list[str]:
+    """File names of the installed CLIP and VNM files whose sidecar says ``sim_only`` (the stand-ins of
+    ``robot-app models train-sim``); files that are missing or unreadable are left to :func:`model_inventory`."""
+    from models.sidecar import ModelError, read_sidecar
+
+    d = Path(config.paths.models_dir)
+    m = config.models
+    out = []
+    for name in (m.clip_image_file, m.clip_text_file, m.vnm_file):
+        if not (d / name).is_file():
+            continue
+        try:
+            sc = read_sidecar(d / name)
+        except ModelError:
+            continue
+        if sc.params.get("sim_only", False):
+            out.append(name)
+    return out
+
+
+def check_model_policy(config) -> None:
+    """Refuse SIM-ONLY stand-in models with a real camera (anything but ``[camera] source = "none"`` or
+    ``"sim"``): their groundings and waypoints mean nothing on real images, and the VNM would drive.
+
+    Raises
+    ------
+    ModelPolicyError
+        One line naming the files, the folder and the two ways out.
+    """
+    if config.camera.source in ("none", "sim"):
+        return
+    sim = sim_only_models(config)
+    if sim:
+        raise ModelPolicyError(
+            f"[paths] models_dir {config.paths.models_dir} holds SIM-ONLY stand-in models ({', '.join(sim)}) and "
+            f"[camera] source = {config.camera.source!r} is a real camera: install real models there "
+            f"(robot-app models export-*) or set [camera] source = \"sim\"")
+
+
 def _model_file_problem(path: Path) -> str | None:
     """Why an installed model file cannot be used, or None: an ONNX file must match its sidecar (sha256,
     ``models.sidecar.read_sidecar``, as the runtimes check when they open it), a GGUF file must start with
@@ -178,6 +221,7 @@ class App:
     def __init__(self, config):
         from firmware_bridge.factory import drivers_from_config
 
+        check_model_policy(config)
         self.config = config
         self.notifier = Notifier()
         self.models = model_inventory(config)
