@@ -154,6 +154,7 @@ class LaspConfig:
                                        doc="failed executions allowed per distinct error, the first included")
     max_llm_calls: int = _opt(60, min=1, max=10000, doc="LLM calls allowed per run")
     max_objects_tried: int = _opt(6, min=0, max=100, doc="objects the object expander may try per reason")
+    max_plan_steps: int = _opt(60, min=1, max=10000, doc="plan steps executed per run at most")
     llm_max_tokens: int = _opt(96, min=8, max=2048, doc="token limit of one LLM answer")
     knowledge_file: str = _opt("", doc="learned knowledge (PDDL diff) loaded before and saved after each "
                                        "run; empty = none")

@@ -248,13 +248,13 @@ class TaskJobs:
     async def _run(self, task, places) -> None:
         from core.lasp.loop import LaspRun
 
-        from robot_app.cli.lasp_cmd import _loop_config, make_similarity
+        from robot_app.lasp_setup import loop_config, make_similarity
 
         env = RobotTaskEnvironment(self, task, places)
         try:
             diagnoser = await asyncio.to_thread(self._diagnoser, make_similarity)
             t0 = time.monotonic()
-            self._run_obj = LaspRun(task, env, diagnoser, _loop_config(self.app.config))
+            self._run_obj = LaspRun(task, env, diagnoser, loop_config(self.app.config))
             res = await asyncio.to_thread(self._run_obj.run)
             self.result = res.as_dict()
             self.pending_learned = list(res.learned)

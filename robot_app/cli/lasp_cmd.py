@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from robot_app.cli import UsageError
+from robot_app.lasp_setup import loop_config, make_similarity
 
 log = logging.getLogger(__name__)
 
@@ -83,52 +84,6 @@ def _task(domain: str, problem: str):
         raise UsageError(str(exc)) from exc
 
 
-def _loop_config(config):
-    from core.lasp.loop import LoopConfig
-
-    c = config.lasp
-    return LoopConfig(engine=c.engine, planner_timeout_s=c.planner_timeout_s, max_depth=c.max_depth,
-                      max_failures_per_error=c.max_failures_per_error, max_llm_calls=c.max_llm_calls,
-                      max_objects_tried=c.max_objects_tried)
-
-
-def make_similarity(config):
-    """The offline diagnoser's similarity (``[lasp] similarity``): MiniLM embedding cosine, alone
-    (``embedding``) or averaged with lexical overlap (``hybrid``, as hybrid dense + sparse
-    retrieval), when ``text-embed.onnx`` is installed; lexical otherwise.
-
-    Returns ``(similarity, name)``; the fallback is logged as a warning (DESIGN.md, Fallbacks).
-    """
-    from core.lasp.similarity import lexical_similarity
-
-    mode = config.lasp.similarity
-    if mode == "lexical":
-        return lexical_similarity, "lexical ([lasp] similarity)"
-    try:
-        from models.text_embed import open_text_embedder
-
-        embedder = open_text_embedder(config.paths.models_dir, config=config)
-    except FileNotFoundError as exc:  # ModelMissing
-        log.warning("LASP: text-embedding model not available (%s); using lexical similarity", exc)
-        return lexical_similarity, "lexical (no text-embedding model)"
-    except Exception as exc:  # noqa: BLE001 - a broken model must not stop planning
-        log.warning("LASP: text-embedding model failed to load (%s); using lexical similarity", exc)
-        return lexical_similarity, "lexical (text-embedding model failed to load)"
-
-    def embedding(queries, candidates):
-        import numpy as np
-
-        q, c = embedder.embed(list(queries)), embedder.embed(list(candidates))
-        return np.clip((q @ c.T).astype(np.float64), 0.0, 1.0)
-
-    if mode == "embedding":
-        return embedding, f"embedding ({embedder.model_id})"
-
-    def hybrid(queries, candidates):
-        return 0.5 * embedding(queries, candidates) + 0.5 * lexical_similarity(queries, candidates)
-    return hybrid, f"hybrid: embedding ({embedder.model_id}) + lexical"
-
-
 def make_diagnoser(config, choice: str | None):
     """Build the diagnoser ``choice`` (auto/llm/offline); returns ``(factory, description, closer)``."""
     from core.lasp.diagnosis import OfflineDiagnoser
@@ -196,7 +151,7 @@ def _run(args, config) -> int:
             raise UsageError(f"knowledge file {kfile}: {exc}") from exc
     factory, desc, close = make_diagnoser(config, args.diagnoser)
     try:
-        res = run_lasp(task, env, factory(), _loop_config(config))
+        res = run_lasp(task, env, factory(), loop_config(config))
     finally:
         close()
     if kfile and res.learned:
@@ -312,7 +267,7 @@ def _eval(args, config) -> int:
             raise UsageError(f"--cases: unknown case {c!r} (known: {', '.join(sorted(cases, key=int))})")
     factory, desc, close = make_diagnoser(config, args.diagnoser)
     try:
-        res = evaluate(cases, factory, runs=args.runs, config=_loop_config(config), case_ids=ids,
+        res = evaluate(cases, factory, runs=args.runs, config=loop_config(config), case_ids=ids,
                        progress=lambda cid, seed, r: print(
                            f"eval lasp: case {cid} run {seed + 1}/{args.runs}: "
                            f"{'ok' if r.success else 'FAILED'}", file=sys.stderr))
@@ -339,6 +294,6 @@ def _bench(args, config) -> int:
 
     if args.repeats < 1:
         raise UsageError("--repeats must be >= 1")
-    res = run_bench(load_cases(KITCHEN_DIR), repeats=args.repeats, config=_loop_config(config))
+    res = run_bench(load_cases(KITCHEN_DIR), repeats=args.repeats, config=loop_config(config))
     print(json.dumps(res, indent=2) if args.json else format_bench(res))
     return 0
