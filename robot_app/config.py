@@ -217,6 +217,7 @@ class MissionConfig:
     goal_radius_m: float = _opt(1.0, min=0.1, max=20.0, doc="the walk is done within this distance of its end")
     start_max_distance_m: float = _opt(15.0, min=0.5, max=500.0,
                                        doc="the start node is the nearest node to the GPS fix within this distance")
+    max_replans: int = _opt(2, min=0, max=20, doc="re-plans of one route after the walk is lost or stuck")
     places: list[str] = _opt([], doc="task jobs: 'place=node' entries naming map nodes for the PDDL places")
     task_domain: str = _opt("", doc="task jobs: the robot's PDDL domain; empty = the shipped Jackal jobs domain")
     task_problem: str = _opt("", doc="task jobs: PDDL problem (objects, initial state) whose goal the operator "

@@ -22,6 +22,9 @@ from robot_app.commands import Source
 
 log = logging.getLogger(__name__)
 
+#: navigator outcomes that end a walk short of its goal (robot_app.navigator.RunReport.outcome)
+FAILED_OUTCOMES = frozenset({"lost", "stuck", "gps-lost", "camera-lost"})
+
 
 def fix_error_m(fix) -> float:
     """1-sigma horizontal error of a GPS fix (m) from its covariance (east + north variances)."""
@@ -56,7 +59,7 @@ class MissionExecutive:
         self._walk_latlon: tuple | None = None
         self._walk_jpegs: list = []
         self._walk_heading = None  # (K,) the map's node headings along the walk (VNM stretches facing away go to GPS)
-        self.max_replans = 2
+        self.max_replans = int(app.config.mission.max_replans)
         self.map_zone: tuple | None = None  # UTM zone of the route map, once it has been opened
 
     # -- map ------------------------------------------------------------------------------------------
@@ -226,7 +229,11 @@ class MissionExecutive:
         disengaged_before = self.disengagements
         try:
             report = await nav.follow(*args)
-            while report.outcome in ("lost", "stuck") and self.progress.get("replans", 0) < self.max_replans:
+            while True:
+                if report.outcome in FAILED_OUTCOMES:
+                    self._note_failure(report)
+                if report.outcome not in ("lost", "stuck") or self.progress.get("replans", 0) >= self.max_replans:
+                    break
                 # stop, re-localise on the map from the GPS fix and re-plan to the landmarks not yet reached
                 self.progress["replans"] = self.progress.get("replans", 0) + 1
                 self.message = f"walk {report.outcome}: re-localising and re-planning"
@@ -242,6 +249,8 @@ class MissionExecutive:
                 else:  # the VNM failed where the new walk starts: GPS drives its first metres
                     after_lost = self.app.config.vnm_nav.gps_after_lost_m if report.outcome == "lost" else 0.0
                     report = await nav.follow(*self._vnm_args(), gps_first_m=after_lost)
+            if report.outcome in FAILED_OUTCOMES and report.outcome != "stuck":
+                self.disengagements += 1  # a loss the re-plans did not recover: the operator takes over
             self.state = report.outcome
             self.message = f"walk {report.outcome}, {report.distance_to_goal_m:.1f} m from the goal"
             self.progress.update(walk_index=report.final_index, duration_s=report.duration_s)
@@ -253,6 +262,25 @@ class MissionExecutive:
             self.state, self.message = "error", f"navigation failed: {exc}"
         finally:
             self._record_run(nav, self.disengagements - disengaged_before)
+
+    def _note_failure(self, report) -> None:
+        """A walk that ended lost / stuck / without GPS / without camera: where, why, into the progress (and so
+        the run record). A stuck robot (blocked, stalled, collided) always counts as a disengagement; a
+        loss counts only when the re-plans do not recover it (counted at the end of the route)."""
+        from firmware_bridge.readings import GpsFix
+
+        gps = getattr(self.app, "gps", None)
+        fix = gps.latest(GpsFix, max_age_s=self.app.config.serial.gps_max_age_s) if gps is not None else None
+        entry = {"outcome": report.outcome, "walk_index": int(report.final_index),
+                 "distance_to_goal_m": float(report.distance_to_goal_m),
+                 "t_s": time.monotonic() - self.progress.get("started_mono_s", time.monotonic()),
+                 "lat_deg": None if fix is None else fix.latitude_deg,
+                 "lon_deg": None if fix is None else fix.longitude_deg}
+        self.progress.setdefault("failures", []).append(entry)
+        if report.outcome == "stuck":
+            self.disengagements += 1
+        log.warning("route: walk %s at walk index %d (%s)", report.outcome, report.final_index,
+                    "no fix" if fix is None else f"{fix.latitude_deg:.6f}, {fix.longitude_deg:.6f}")
 
     @staticmethod
     def _headings(m, walk):
@@ -306,6 +334,7 @@ class MissionExecutive:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         record = {"utc": stamp, "plan": self.plan, "mode": self.progress.get("mode"),
                   "outcome": self.state, "message": self.message, "disengagements": disengagements,
+                  "failures": self.progress.get("failures", []), "replans": self.progress.get("replans", 0),
                   "duration_s": time.monotonic() - self.progress.get("started_mono_s", time.monotonic()),
                   "trace": [list(map(float, row)) for row in getattr(nav, "trace", [])]}
         try:
