@@ -3,7 +3,7 @@
 Each function takes the demo's :class:`~robot_app.demo.runner.DemoContext`, does one stage with the
 product's own jobs (:func:`robot_app.sim.explore.record_exploration`, :func:`robot_app.map_build.build_map`,
 :func:`robot_app.grounding_service.ground_instruction`, :func:`robot_app.planning.plan_on_map`) and
-returns a JSON-ready dict for the report; failures raise :class:`~robot_app.demo.runner.StageFailed`
+returns a JSON-ready dict for the report; failures raise :class:`~robot_app.demo.stages.StageFailed`
 with the reason.
 """
 
@@ -14,6 +14,8 @@ import math
 import shutil
 
 import numpy as np
+
+from robot_app.demo.stages import StageFailed
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +47,6 @@ def check_instruction(ctx) -> dict:
 
 def explore(ctx) -> dict:
     """Stage 1: the scripted exploration on the accelerated simulation clock, written as a traversal log."""
-    from robot_app.demo.runner import StageFailed
     from robot_app.sim.explore import record_exploration
 
     cfg = ctx.config
@@ -67,7 +68,6 @@ def explore(ctx) -> dict:
 
 def build(ctx) -> dict:
     """Stage 2: LM-Nav Algorithm 2 on the log (VNM edges with the sim VNM, CLIP embeddings with the sim VLM)."""
-    from robot_app.demo.runner import StageFailed
     from robot_app.map_build import build_map
 
     rep = build_map([ctx.log_dir], ctx.map_path, config=ctx.config, models_dir=ctx.models_dir, overwrite=True,
@@ -88,7 +88,6 @@ def plan(ctx) -> dict:
     the ground truth computed from the world and the recorded true poses."""
     from core.mapstore import open_map
     from core.tlog import read_log
-    from robot_app.demo.runner import StageFailed
     from robot_app.demo.truth import intended_walk, landmark_truth, node_true_poses, plan_metrics
     from robot_app.grounding_service import ground_instruction
     from robot_app.planning import PlanningError, plan_on_map

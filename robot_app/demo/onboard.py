@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from robot_app.demo.stages import StageFailed
+
 log = logging.getLogger(__name__)
 
 #: the stand-in VNM's waypoints are scaled with this speed (GNM convention: normalised * v / rate)
@@ -165,7 +167,6 @@ async def run_onboard(ctx, stages) -> None:
 
 
 async def _wait_ready(app, app_task, timeout_s: float = 60.0) -> str:
-    from robot_app.demo.runner import StageFailed
 
     t_end = time.monotonic() + timeout_s
     while time.monotonic() < t_end:
@@ -179,7 +180,6 @@ async def _wait_ready(app, app_task, timeout_s: float = 60.0) -> str:
 
 
 async def _post(http, url: str, body: dict | None = None) -> dict:
-    from robot_app.demo.runner import StageFailed
 
     async with http.post(url, json=body or {}) as r:
         out = await r.json()
@@ -228,7 +228,6 @@ async def drive_walk(ctx, http, url: str, plant, path: PathRecorder) -> dict:
     """Stage 4: plan the instruction through the API from the start node, Go, and follow the run;
     one re-plan from where the robot stands to the walk's goal if it does not arrive."""
     from core.metrics import planning_efficiency
-    from robot_app.demo.runner import StageFailed
     from robot_app.demo.truth import path_length_m
 
     path.mark("drive_start")
@@ -274,7 +273,6 @@ async def task_job(ctx, app, http, url: str, path: PathRecorder, timeout_s: floa
     """Stage 5: a LASP task job in the Jackal domain through ``/api/task/run``; the world's closed gate fails
     the first drive from the yard to site B; the demo answers the robot's questions as the operator would
     and approves what the task learned."""
-    from robot_app.demo.runner import StageFailed
     from robot_app.demo.scenario import TASK_GOAL
 
     gate = ClosedGate()

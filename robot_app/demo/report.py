@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_app.demo.runner import STAGES
+from robot_app.demo.stages import STAGES
 
 __all__ = ["summary", "write_report", "write_json", "plot_report", "render_html"]
 

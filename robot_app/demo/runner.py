@@ -19,26 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from robot_app.demo.stages import STAGES, TITLES, StageFailed  # noqa: F401 - re-exported
+
 log = logging.getLogger(__name__)
 
 DEMO_NODE_SPACING_M = 1.0
 DEMO_VNM_RADIUS_M = 6.0
 DEMO_TAU_STEPS = 10.0
-STAGES = ("explore", "map", "plan", "drive", "task", "report")
-TITLES = {"explore": "scripted exploration, recording", "map": "building the map (VNM edges, VLM embeddings)",
-          "plan": "instruction -> landmarks -> grounding -> walk",
-          "drive": "the onboard app drives the walk (operator: plan, go)",
-          "task": "LASP task job with a closed gate", "report": "writing the report"}
-
-
-class StageFailed(RuntimeError):
-    """A stage could not do its job; ``detail`` is what it measured up to the failure (for the report)."""
-
-    def __init__(self, reason: str, detail: dict | None = None):
-        super().__init__(reason)
-        self.detail = detail or {}
-
-
 @dataclass
 class DemoContext:
     """Everything the stages share: inputs, paths, and what earlier stages produced."""
