@@ -10,6 +10,7 @@ the base's e-stop and ends any run; after a start the robot is idle.
 from __future__ import annotations
 
 import asyncio
+import enum
 import itertools
 import logging
 import time
@@ -21,6 +22,33 @@ import numpy as np
 from robot_app.commands import Source
 
 log = logging.getLogger(__name__)
+
+
+
+class MissionState(str, enum.Enum):
+    """The route job's state (a ``str``: compares equal to, and serialises to JSON as, its value).
+
+    IDLE -> PLANNING -> CONFIRM -> RUNNING -> one of the walk's outcomes (REACHED, LOST, STUCK, GPS_LOST,
+    CAMERA_LOST, CANCELLED) or STOPPED (operator STOP, safety fault, take-over) or ERROR; a failed plan returns to
+    IDLE (bad input) or ERROR.
+    """
+
+    IDLE = "idle"
+    PLANNING = "planning"
+    CONFIRM = "confirm"
+    RUNNING = "running"
+    REACHED = "reached"
+    LOST = "lost"
+    STUCK = "stuck"
+    GPS_LOST = "gps-lost"
+    CAMERA_LOST = "camera-lost"
+    CANCELLED = "cancelled"
+    STOPPED = "stopped"
+    ERROR = "error"
+
+    def __str__(self) -> str:
+        return self.value
+
 
 #: navigator outcomes that end a walk short of its goal (robot_app.navigator.RunReport.outcome)
 FAILED_OUTCOMES = frozenset({"lost", "stuck", "gps-lost", "camera-lost"})
@@ -49,7 +77,7 @@ class MissionError(ValueError):
 class MissionExecutive:
     def __init__(self, app):
         self.app = app
-        self.state = "idle"          # idle, planning, confirm, running, reached, lost, stuck, gps-lost, stopped, error
+        self.state = MissionState.IDLE
         self.message = ""
         self.plan: dict[str, Any] | None = None
         self.progress: dict[str, Any] = {}
@@ -182,17 +210,17 @@ class MissionExecutive:
             raise MissionError(f"busy ({self.state}): stop first")
         if goal is None and (not isinstance(instruction, str) or not instruction.strip() or len(instruction) > 500):
             raise MissionError("the instruction must be 1 to 500 characters of text", bad_input=True)
-        self.state, self.message, self.plan = "planning", "", None
+        self.state, self.message, self.plan = MissionState.PLANNING, "", None
         try:
             self.plan = await asyncio.to_thread(self._plan_blocking, instruction, start, goal)
         except MissionError as exc:
-            self.state, self.message = "idle", str(exc)
+            self.state, self.message = MissionState.IDLE, str(exc)
             raise
         except Exception as exc:  # noqa: BLE001 - planning must never take the process down
             log.exception("planning failed")
-            self.state, self.message = "error", f"planning failed: {exc}"
+            self.state, self.message = MissionState.ERROR, f"planning failed: {exc}"
             raise MissionError(self.message) from exc
-        self.state, self.message = "confirm", "check the landmarks, then press Go"
+        self.state, self.message = MissionState.CONFIRM, "check the landmarks, then press Go"
         return self.plan
 
     # -- driving --------------------------------------------------------------------------------------
@@ -220,7 +248,7 @@ class MissionExecutive:
             args, mode = self._vnm_args(), "vnm"
         else:
             nav, args, mode = gps, self._walk_latlon, "gps"
-        self.state, self.message = "running", f"driving the walk ({mode} mode)"
+        self.state, self.message = MissionState.RUNNING, f"driving the walk ({mode} mode)"
         self.progress = {"started_mono_s": time.monotonic(), "walk_nodes": len(self.plan["nodes"]), "mode": mode}
         self._nav = nav
         self._nav_task = asyncio.ensure_future(self._drive(nav, args))
@@ -251,15 +279,15 @@ class MissionExecutive:
                     report = await nav.follow(*self._vnm_args(), gps_first_m=after_lost)
             if report.outcome in FAILED_OUTCOMES and report.outcome != "stuck":
                 self.disengagements += 1  # a loss the re-plans did not recover: the operator takes over
-            self.state = report.outcome
+            self.state = MissionState(report.outcome)
             self.message = f"walk {report.outcome}, {report.distance_to_goal_m:.1f} m from the goal"
             self.progress.update(walk_index=report.final_index, duration_s=report.duration_s)
         except asyncio.CancelledError:
-            self.state = "stopped"
+            self.state = MissionState.STOPPED
             raise
         except Exception as exc:  # noqa: BLE001
             log.exception("navigator failed")
-            self.state, self.message = "error", f"navigation failed: {exc}"
+            self.state, self.message = MissionState.ERROR, f"navigation failed: {exc}"
         finally:
             self._record_run(nav, self.disengagements - disengaged_before)
 
@@ -359,14 +387,14 @@ class MissionExecutive:
         if self._nav_task is not None and not self._nav_task.done():
             self.disengagements += 1
             self._nav_task.cancel()
-        self.state, self.message = "stopped", reason
+        self.state, self.message = MissionState.STOPPED, reason
 
     def abort(self, reason: str) -> None:
         """End a running route without latching the e-stop (a safety fault; commands go to zero)."""
         self.app.commands.release(Source.AUTONOMY)
         if self._nav_task is not None and not self._nav_task.done():
             self._nav_task.cancel()
-            self.state, self.message = "stopped", reason
+            self.state, self.message = MissionState.STOPPED, reason
 
     def release_stop(self) -> None:
         """Release the STOP: the base's e-stop latch, then the command multiplexer's STOP slot."""
@@ -378,7 +406,7 @@ class MissionExecutive:
         except Exception as exc:  # noqa: BLE001 - e.g. the hardware stop loop still open
             raise MissionError(str(exc)) from exc
         self.app.commands.release_stop()
-        self.state, self.message = "idle", "e-stop released"
+        self.state, self.message = MissionState.IDLE, "e-stop released"
 
     async def close(self) -> None:
         if self._nav_task is not None and not self._nav_task.done():
