@@ -432,10 +432,7 @@ class App:
             await asyncio.to_thread(self._llm.close)
         self.commands.clear()
         if self.base is not None and self.base.connected:
-            try:
-                self.base.set_velocity(0.0, 0.0)
-            except Exception:  # noqa: BLE001 - e-stop latched: already stopped
-                pass
+            self.base.halt()  # zero now, not ramped (never raises; a latched e-stop already sends zero)
         await self.supervisor.stop(timeout_s=SHUTDOWN_TIMEOUT_S)
         self.notifier.close()
         log.info("robot-app stopped")
