@@ -17,8 +17,8 @@ With no live slot :meth:`CommandMux.select` gives ``None``: the control loop the
 on that tick (no ramp through the acceleration limiter), so a navigator that stops renewing its command
 (hung, cancelled, crashed) stops the robot ``timeout + one control period`` after its last command.
 
-A slot is released by its own source only: a cancelled navigator's clean-up (``release(AUTONOMY)``)
-cannot overwrite what the gamepad commands. Nothing here does I/O or imports project code; times are
+A source writes and releases only its own slot: a cancelled navigator's clean-up (a zero command in the
+autonomy slot) cannot overwrite what the gamepad commands. Nothing here does I/O or imports project code; times are
 ``time.monotonic()`` seconds unless a clock is given.
 """
 

@@ -146,7 +146,8 @@ class TeleopComponent:
         self.tick()
 
     def tick(self) -> None:
-        """Renew the command while the deadman is held; send zero once when it is released."""
+        """Renew the teleop slot while the deadman is held; release it when the deadman is released (the
+        control loop then cuts the base to zero on its next tick, unless autonomy is live)."""
         cmd = self.mapper.command()
         now = time.monotonic()
         if cmd.active:

@@ -381,7 +381,8 @@ class App:
         return out
 
     async def _on_component_down(self, name: str, exc: BaseException) -> None:
-        """A component failed: the robot stops until it is back."""
+        """A component failed: every command slot is emptied (the robot stops unless a source renews its
+        slot, e.g. a navigator that is still running) and the supervisor restarts the component."""
         self.commands.clear()
         log.error("component %s down (%s): robot stopped", name, exc)
 
@@ -432,7 +433,10 @@ class App:
             await asyncio.to_thread(self._llm.close)
         self.commands.clear()
         if self.base is not None and self.base.connected:
-            self.base.halt()  # zero now, not ramped (never raises; a latched e-stop already sends zero)
+            try:
+                self.base.halt()  # zero now, not ramped (a latched e-stop already sends zero)
+            except Exception:  # noqa: BLE001 - a failing port must not skip the rest of the shutdown
+                log.exception("could not send the stop frame at shutdown")
         await self.supervisor.stop(timeout_s=SHUTDOWN_TIMEOUT_S)
         self.notifier.close()
         log.info("robot-app stopped")
