@@ -10,7 +10,6 @@ with the reason.
 from __future__ import annotations
 
 import logging
-import math
 import shutil
 
 import numpy as np

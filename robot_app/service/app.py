@@ -22,7 +22,6 @@ import logging
 import math
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from robot_app.commands import Command, CommandMux, Source
