@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from firmware_bridge.readings import GpsFix
 from robot_app.commands import Source
 
 log = logging.getLogger(__name__)
@@ -295,8 +296,6 @@ class MissionExecutive:
         """A walk that ended lost / stuck / without GPS / without camera: where, why, into the progress (and so
         the run record). A stuck robot (blocked, stalled, collided) always counts as a disengagement; a
         loss counts only when the re-plans do not recover it (counted at the end of the route)."""
-        from firmware_bridge.readings import GpsFix
-
         gps = getattr(self.app, "gps", None)
         fix = gps.latest(GpsFix, max_age_s=self.app.config.serial.gps_max_age_s) if gps is not None else None
         entry = {"outcome": report.outcome, "walk_index": int(report.final_index),

@@ -73,8 +73,8 @@ def sim_only_models(config) -> list[str]:
     for name in (m.clip_image_file, m.clip_text_file, m.vnm_file):
         if not (d / name).is_file():
             continue
-        try:
-            sc = read_sidecar(d / name)
+        try:  # params only: model_inventory already hashes every installed file at start
+            sc = read_sidecar(d / name, verify=False)
         except ModelError:
             continue
         if sc.params.get("sim_only", False):
