@@ -226,7 +226,8 @@ class MissionConfig:
 
 @dataclass(frozen=True)
 class VnmNavConfig:
-    """The VNM navigator's walk-following rules (robot_app.walk_following.WalkRules; GNM deployment loop)."""
+    """The navigation policy's thresholds (robot_app.nav.policy; the VNM loop's are
+    robot_app.walk_following.WalkRules, GNM's deployment loop): :func:`nav_options` composes them."""
 
     window: int = _opt(4, min=0, max=100, doc="walk nodes scored on each side of the last localisation (GNM radius)")
     close_steps: float = _opt(3.0, min=0.0, max=1000.0,
@@ -276,6 +277,48 @@ class VnmNavConfig:
                                    doc="a route re-planned after its walk ended lost drives the new walk's "
                                        "first metres, this many, with the GPS navigator: it starts where the "
                                        "VNM failed (0 = off; needs a map with positions)")
+    goal_check_tail_nodes: int = _opt(10, min=1, max=1000,
+                                      doc="the GPS goal check drives from the walk node nearest the fix among the "
+                                          "walk's last this many")
+    stretch_ahead_m: float = _opt(2.0, min=0.1, max=50.0,
+                                  doc="before a VNM stretch the robot turns towards its first node this far from "
+                                      "the stretch's start")
+    gps_rate_hz: float = _opt(10.0, min=0.5, max=100.0, doc="steps per second while GPS drives or the robot turns")
+    gps_window: int = _opt(4, min=0, max=100, doc="GPS: walk nodes on each side of the last localisation "
+                                                  "considered (GNM's radius)")
+    gps_hysteresis_m: float = _opt(0.3, min=0.0, max=10.0,
+                                   doc="GPS: a node must be this much closer than the localised one to take over")
+    gps_max_distance_m: float = _opt(15.0, min=0.5, max=1000.0,
+                                     doc="GPS: farther than this from every node of the window, the step finds "
+                                         "no node")
+    gps_max_lost_steps: int = _opt(30, min=1, max=100000, doc="GPS: steps without a node before the walk ends lost")
+    acquire_v_mps: float = _opt(0.4, min=0.0, max=2.0,
+                                doc="GPS: creep straight ahead at this speed until the GPS course gives the heading")
+    gps_lost_s: float = _opt(5.0, min=0.1, max=600.0, doc="GPS: no fresh fix for this long ends the walk gps-lost")
+    fix_wait_s: float = _opt(2.0, min=0.0, max=60.0,
+                             doc="at a walk's start, wait this long for a fresh fix to check the start against")
+    frame_max_age_s: float = _opt(1.0, min=0.05, max=10.0, doc="VNM: an older camera frame stops the robot")
+    camera_lost_s: float = _opt(5.0, min=0.1, max=600.0,
+                                doc="VNM: no fresh camera frame for this long ends the walk camera-lost")
+    align_tolerance_deg: float = _opt(20.0, min=1.0, max=180.0,
+                                      doc="the turn onto a VNM stretch ends within this many degrees")
+    align_min_omega_radps: float = _opt(0.4, min=0.05, max=10.0, doc="slowest turn rate onto a VNM stretch")
+    align_gain: float = _opt(1.5, min=0.0, max=20.0, doc="turn rate per radian of heading error (rad/s per rad)")
+    align_extra_s: float = _opt(3.0, min=0.0, max=120.0,
+                                doc="the turn gives up after |error| / align_min_omega_radps plus this")
+    heading_max_age_s: float = _opt(0.3, min=0.01, max=10.0,
+                                    doc="the turn needs a heading updated (gyro or fused pose) within this")
+    stuck_s: float = _opt(20.0, min=1.0, max=3600.0,
+                          doc="no progress along the walk for this long ends it stuck (a disengagement)")
+    collide_s: float = _opt(1.0, min=0.05, max=60.0,
+                            doc="wheels turning at under a quarter of the command for this long end the walk "
+                                "collided (a disengagement)")
+    collide_min_v_mps: float = _opt(0.2, min=0.01, max=5.0, doc="the collision rule looks at commands from this speed")
+    backoff_m: float = _opt(0.5, min=0.0, max=5.0,
+                            doc="after a collision the robot reverses this far before the walk ends collided "
+                                "(clear of what it hit, so that the re-planned walk can turn away; 0 = off)")
+    backoff_v_mps: float = _opt(0.3, min=0.05, max=1.0, doc="reversing speed after a collision")
+    timeout_s: float = _opt(1800.0, min=1.0, max=86400.0, doc="a walk taking longer than this ends timeout")
 
 
 @dataclass(frozen=True)
@@ -467,6 +510,39 @@ def config_from_mapping(data: Mapping[str, Any], *, origin: str = "<config>") ->
     cfg = Config(**sections, source=None if origin == "<config>" else origin)
     _check_across_keys(cfg, origin)
     return cfg
+
+
+def nav_options(cfg: Config):
+    """The navigation policy's :class:`robot_app.nav.policy.NavOptions` from ``[vnm_nav]`` (the thresholds),
+    ``[mission]`` (speed cap, GPS lookahead and goal radius, the start's distance), ``[robot]`` (limits),
+    ``[models] vnm_max_v_mps`` (the VNM waypoints' scale) and ``[serial] gps_max_age_s``."""
+    import math
+
+    from robot_app.nav.policy import NavOptions
+    from robot_app.walk_following import WalkRules
+
+    nav, mc, rc = cfg.vnm_nav, cfg.mission, cfg.robot
+    rules = WalkRules(window=nav.window, close_steps=nav.close_steps, lost_steps=nav.lost_steps or None,
+                      max_lost_steps=nav.max_lost_steps, goal_close=nav.goal_close,
+                      goal_confirm_steps=nav.goal_confirm_steps, recover_window=nav.recover_window)
+    cap = min(mc.max_v_mps, rc.max_v_mps)
+    return NavOptions(
+        rules=rules, waypoint_index=nav.waypoint_index, vnm_scale_v_mps=cfg.models.vnm_max_v_mps,
+        vnm_max_v_mps=cap, gps_max_v_mps=cap, max_omega_radps=rc.max_omega_radps,
+        gps_where_facing_away=nav.gps_where_facing_away, min_vnm_nodes=nav.min_vnm_nodes,
+        gps_at_turns_deg=nav.gps_at_turns_deg, gps_goal_check_m=nav.gps_goal_check_m,
+        goal_check_tail_nodes=nav.goal_check_tail_nodes, max_off_walk_m=nav.max_off_walk_m,
+        gps_approach_m=nav.gps_approach_m, start_max_distance_m=mc.start_max_distance_m,
+        stretch_ahead_m=nav.stretch_ahead_m, lookahead_m=mc.lookahead_m, goal_radius_m=mc.goal_radius_m,
+        gps_period_s=1.0 / nav.gps_rate_hz, gps_window=nav.gps_window, gps_hysteresis_m=nav.gps_hysteresis_m,
+        gps_max_distance_m=nav.gps_max_distance_m, gps_max_lost_steps=nav.gps_max_lost_steps,
+        acquire_v_mps=nav.acquire_v_mps, fix_max_age_s=cfg.serial.gps_max_age_s, gps_lost_s=nav.gps_lost_s,
+        fix_wait_s=nav.fix_wait_s, frame_max_age_s=nav.frame_max_age_s, camera_lost_s=nav.camera_lost_s,
+        align_tolerance_rad=math.radians(nav.align_tolerance_deg), align_min_omega_radps=nav.align_min_omega_radps,
+        align_gain=nav.align_gain, align_extra_s=nav.align_extra_s, heading_max_age_s=nav.heading_max_age_s,
+        stuck_s=nav.stuck_s, collide_s=nav.collide_s, collide_min_v_mps=nav.collide_min_v_mps,
+        backoff_m=nav.backoff_m, backoff_v_mps=nav.backoff_v_mps,
+        timeout_s=nav.timeout_s)
 
 
 def _check_across_keys(cfg: Config, origin: str) -> None:

@@ -1,12 +1,10 @@
 """The VNM's walk-following rules: pure numpy, no I/O (GNM / ViNT deployment loop, DESIGN.md).
 
 :class:`WalkTracker` holds the localisation and subgoal rules of the GNM deployment loop with the options
-of :class:`WalkRules` (``[vnm_nav]`` in the config; GNM's deployment values by default, the extra rules
-off by default and documented there). :func:`vnm_nodes` and :func:`walk_stretches` split a walk into the
-stretches the VNM drives and those the GPS navigator drives; :func:`stretch_yaw` is the heading to face
-before a VNM stretch. The app's :class:`robot_app.vnm_navigator.VnmNavigator` and the simulated drivers
-(:mod:`robot_app.sim.vnm_follow`, :mod:`robot_app.sim.eval_drive`) use the same functions, so the
-evaluation measures exactly the robot's loop.
+of :class:`WalkRules` (``[vnm_nav]`` in the config; :data:`GNM_RULES` are GNM's deployment values, the extra rules
+documented there). :func:`vnm_nodes` and :func:`walk_stretches` split a walk into the stretches the VNM
+drives and those GPS drives; :func:`stretch_yaw` is the heading to face before a VNM stretch. The
+navigation policy (:mod:`robot_app.nav.policy`), which the robot and ``eval sim`` both step, uses them.
 """
 
 from __future__ import annotations
@@ -23,8 +21,8 @@ from core.control import faces_travel, near_sharp_turns
 class WalkRules:
     """Options of the walk-following loop (:class:`WalkTracker`); units in the names, distances in VNM time steps.
 
-    The first five are GNM's deployment parameters (visualnav-transformer ``navigate.py``: ``radius`` 4,
-    ``close_threshold`` 3, waypoint 2); the defaults reproduce that loop.
+    No defaults: the robot's come from ``[vnm_nav]`` (:func:`robot_app.config.nav_options`); :data:`GNM_RULES`
+    are GNM's deployment loop's (visualnav-transformer ``navigate.py``: ``radius`` 4, ``close_threshold`` 3).
 
     Attributes
     ----------
@@ -54,13 +52,19 @@ class WalkRules:
         would look around); 0 or anything <= ``window``: never widen (GNM).
     """
 
-    window: int = 4
-    close_steps: float = 3.0
-    lost_steps: float | None = None
-    max_lost_steps: int = 12
-    goal_close: bool = False
-    goal_confirm_steps: int = 1
-    recover_window: int = 0
+    window: int
+    close_steps: float
+    lost_steps: float | None
+    max_lost_steps: int
+    goal_close: bool
+    goal_confirm_steps: int
+    recover_window: int
+
+
+#: GNM's deployment loop (visualnav-transformer ``navigate.py``: radius 4, close_threshold 3; localised on the
+#: last node is the goal; no distance threshold, here the VNM's trained range; 12 steps without a node)
+GNM_RULES = WalkRules(window=4, close_steps=3.0, lost_steps=None, max_lost_steps=12, goal_close=False,
+                      goal_confirm_steps=1, recover_window=0)
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,7 @@ class WalkTracker:
         ``n_nodes < 1`` or a negative window.
     """
 
-    def __init__(self, n_nodes: int, rules: WalkRules = WalkRules(), *, lost_steps: float):
+    def __init__(self, n_nodes: int, rules: WalkRules, *, lost_steps: float):
         if n_nodes < 1:
             raise ValueError(f"WalkTracker: the walk needs at least one node, got {n_nodes}")
         if rules.goal_confirm_steps < 1:

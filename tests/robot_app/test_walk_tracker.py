@@ -7,7 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from robot_app.walk_following import WalkRules, WalkTracker
+import dataclasses
+
+from robot_app.walk_following import GNM_RULES, WalkTracker
+
+
+def WalkRules(**changes):  # noqa: N802 - GNM's deployment rules with changes
+    return dataclasses.replace(GNM_RULES, **changes)
 
 
 def _step(tr: WalkTracker, dist_of):
@@ -16,7 +22,7 @@ def _step(tr: WalkTracker, dist_of):
 
 
 def test_gnm_defaults_localise_on_the_smallest_distance_and_aim_at_the_next_node_when_close():
-    tr = WalkTracker(10, lost_steps=20.0)
+    tr = WalkTracker(10, GNM_RULES, lost_steps=20.0)
     assert tr.window() == (0, 5)  # GNM radius 4 around the start
     dec = tr.update(np.array([9.0, 6.0, 2.0, 8.0, 12.0]))
     assert (dec.status, dec.index, dec.subgoal) == ("drive", 2, 3)  # close (< 3): the next node
@@ -27,7 +33,7 @@ def test_gnm_defaults_localise_on_the_smallest_distance_and_aim_at_the_next_node
 
 def test_goal_reached_when_localised_on_the_last_node_unless_goal_close():
     far = lambda i: 30.0 - 3.0 * i  # noqa: E731 - the last node is the closest, 3 steps away
-    tr = WalkTracker(5, lost_steps=40.0)
+    tr = WalkTracker(5, GNM_RULES, lost_steps=40.0)
     assert _step(tr, far).status == "reached"
     tr = WalkTracker(5, WalkRules(goal_close=True), lost_steps=40.0)
     dec = _step(tr, far)
@@ -75,11 +81,11 @@ def test_bad_rules_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         WalkTracker(5, WalkRules(**kwargs), lost_steps=20.0)
     with pytest.raises(ValueError, match="at least one node"):
-        WalkTracker(0, lost_steps=20.0)
+        WalkTracker(0, GNM_RULES, lost_steps=20.0)
 
 
 def test_distances_must_match_the_window():
-    tr = WalkTracker(10, lost_steps=20.0)
+    tr = WalkTracker(10, GNM_RULES, lost_steps=20.0)
     tr.window()
     with pytest.raises(ValueError, match=r"expected 5 distances \(walk slice \[0, 5\)\), got 3"):
         tr.update(np.zeros(3))
@@ -125,8 +131,9 @@ def test_vnm_navigator_takes_its_rules_from_the_config(tmp_path):
     app = types.SimpleNamespace(config=load_config(p), camera=None)
     vnm = open_vnm(shipped_models_dir(), warm_up=False)
     nav = VnmNavigator(app, vnm, close_steps=5.0)
-    assert nav.rules == WalkRules(window=6, close_steps=5.0, goal_confirm_steps=3, recover_window=12)
-    assert nav.rules.lost_steps is None and nav.waypoint_index == vnm.len_traj_pred - 1
+    rules = nav.options.rules
+    assert (rules.window, rules.close_steps, rules.goal_confirm_steps, rules.recover_window) == (6, 5.0, 3, 12)
+    assert rules.lost_steps is None and nav.options.waypoint_index == 9  # the shell clips it to the model's last
 
 
 @pytest.mark.parametrize("facing, kw, want", [
@@ -204,7 +211,7 @@ def test_vnm_navigator_sends_sharp_turns_to_gps_when_configured():
     def stretches(deg):
         base = Config()
         cfg = dataclasses.replace(base, vnm_nav=dataclasses.replace(base.vnm_nav, gps_at_turns_deg=deg))
-        nav = VnmNavigator(SimpleNamespace(config=cfg, camera=None), SimpleNamespace(len_traj_pred=5),
+        nav = VnmNavigator(SimpleNamespace(config=cfg, camera=None), SimpleNamespace(len_traj_pred=5, frame_rate_hz=4.0, dist_range_steps=(0.0, 20.0)),
                            gps_navigator=SimpleNamespace(estimator=PoseEstimator()))
         return nav.plan_stretches(len(xy), (lat, lon), heading)
 
@@ -226,7 +233,7 @@ def test_vnm_navigator_gives_the_start_of_a_walk_to_gps_after_a_loss():
 
     xy = np.array([[0.0, 2.5 * k] for k in range(9)])  # 20 m north, a node every 2.5 m
     lat, lon = enu_to_latlon(xy, anchor=(52.5148, 13.4643))
-    nav = VnmNavigator(SimpleNamespace(config=Config(), camera=None), SimpleNamespace(len_traj_pred=5),
+    nav = VnmNavigator(SimpleNamespace(config=Config(), camera=None), SimpleNamespace(len_traj_pred=5, frame_rate_hz=4.0, dist_range_steps=(0.0, 20.0)),
                        gps_navigator=SimpleNamespace(estimator=PoseEstimator()))
     north = np.full(9, math.pi / 2)
     assert Config().vnm_nav.gps_after_lost_m == 10.0
