@@ -10,6 +10,7 @@ the base's e-stop and ends any run; after a start the robot is idle.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import itertools
 import logging
@@ -21,6 +22,9 @@ import numpy as np
 
 from firmware_bridge.readings import GpsFix
 from robot_app.commands import Source
+from robot_app.nav.policy import FAILED, Outcome
+from robot_app.navigator import GpsNavigator
+from robot_app.vnm_navigator import VnmNavigator
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +33,8 @@ log = logging.getLogger(__name__)
 class MissionState(str, enum.Enum):
     """The route job's state (a ``str``: compares equal to, and serialises to JSON as, its value).
 
-    IDLE -> PLANNING -> CONFIRM -> RUNNING -> one of the walk's outcomes (REACHED, LOST, STUCK, GPS_LOST,
-    CAMERA_LOST, CANCELLED) or STOPPED (operator STOP, safety fault, take-over) or ERROR; a failed plan returns to
+    IDLE -> PLANNING -> CONFIRM -> RUNNING -> one of the walk's outcomes (robot_app.nav.policy.Outcome:
+    REACHED, LOST, STUCK, COLLIDED, OFF_WALK, TIMEOUT, GPS_LOST, CAMERA_LOST; or CANCELLED) or STOPPED (operator STOP, safety fault, take-over) or ERROR; a failed plan returns to
     IDLE (bad input) or ERROR.
     """
 
@@ -41,6 +45,10 @@ class MissionState(str, enum.Enum):
     REACHED = "reached"
     LOST = "lost"
     STUCK = "stuck"
+    COLLIDED = "collided"
+    OFF_WALK = "off-walk"
+    TIMEOUT = "timeout"
+    ABORTED = "aborted"
     GPS_LOST = "gps-lost"
     CAMERA_LOST = "camera-lost"
     CANCELLED = "cancelled"
@@ -52,7 +60,12 @@ class MissionState(str, enum.Enum):
 
 
 #: navigator outcomes that end a walk short of its goal (robot_app.navigator.RunReport.outcome)
-FAILED_OUTCOMES = frozenset({"lost", "stuck", "gps-lost", "camera-lost"})
+FAILED_OUTCOMES = frozenset(o.value for o in FAILED)
+#: failures the route job re-plans from the GPS fix (at most [mission] max_replans times)
+REPLANNED = frozenset({Outcome.LOST.value, Outcome.OFF_WALK.value, Outcome.STUCK.value, Outcome.COLLIDED.value})
+#: failures that are a disengagement each (the operator frees the robot); a loss counts once, when the
+#: re-plans do not recover it
+DISENGAGING = frozenset({Outcome.STUCK.value, Outcome.COLLIDED.value, Outcome.TIMEOUT.value})
 
 
 def fix_error_m(fix) -> float:
@@ -85,6 +98,7 @@ class MissionExecutive:
         self.disengagements = 0
         self._ids = itertools.count(1)
         self._nav_task: asyncio.Task | None = None
+        self._nav = None  # the running (or last) route's navigator: its trace feeds the status
         self._walk_latlon: tuple | None = None
         self._walk_jpegs: list = []
         self._walk_heading = None  # (K,) the map's node headings along the walk (VNM stretches facing away go to GPS)
@@ -237,15 +251,11 @@ class MissionExecutive:
             raise MissionError(f"cannot drive: {self.app.fault.message}")
         mc = self.app.config.mission
         vnm = self.app.vnm_model() if self.app.camera is not None else None
-        from robot_app.navigator import GpsNavigator
-
-        gps = GpsNavigator(self.app, max_v_mps=mc.max_v_mps, lookahead_m=mc.lookahead_m,
-                           goal_radius_m=mc.goal_radius_m)
+        # the policy's options: robot_app.config.nav_options ([vnm_nav], [mission] caps and radii, [robot])
+        gps = GpsNavigator(self.app)
         if vnm is not None and all(j is not None for j in self._walk_jpegs):
-            from robot_app.vnm_navigator import VnmNavigator
-
-            # stretches whose node images face away from the walk go to the GPS navigator ([vnm_nav])
-            nav = VnmNavigator(self.app, vnm, max_v_mps=mc.max_v_mps, gps_navigator=gps)
+            # stretches whose node images face away from the walk go to GPS (the policy's stretches)
+            nav = VnmNavigator(self.app, vnm, gps_navigator=gps)
             args, mode = self._vnm_args(), "vnm"
         else:
             nav, args, mode = gps, self._walk_latlon, "gps"
@@ -261,7 +271,7 @@ class MissionExecutive:
             while True:
                 if report.outcome in FAILED_OUTCOMES:
                     self._note_failure(report)
-                if report.outcome not in ("lost", "stuck") or self.progress.get("replans", 0) >= self.max_replans:
+                if report.outcome not in REPLANNED or self.progress.get("replans", 0) >= self.max_replans:
                     break
                 # stop, re-localise on the map from the GPS fix and re-plan to the landmarks not yet reached
                 self.progress["replans"] = self.progress.get("replans", 0) + 1
@@ -276,9 +286,10 @@ class MissionExecutive:
                 if self.progress.get("mode") == "gps":
                     report = await nav.follow(*walk)
                 else:  # the VNM failed where the new walk starts: GPS drives its first metres
-                    after_lost = self.app.config.vnm_nav.gps_after_lost_m if report.outcome == "lost" else 0.0
+                    lost = report.outcome in (Outcome.LOST.value, Outcome.OFF_WALK.value)
+                    after_lost = self.app.config.vnm_nav.gps_after_lost_m if lost else 0.0
                     report = await nav.follow(*self._vnm_args(), gps_first_m=after_lost)
-            if report.outcome in FAILED_OUTCOMES and report.outcome != "stuck":
+            if report.outcome in FAILED_OUTCOMES and report.outcome not in DISENGAGING:
                 self.disengagements += 1  # a loss the re-plans did not recover: the operator takes over
             self.state = MissionState(report.outcome)
             self.message = f"walk {report.outcome}, {report.distance_to_goal_m:.1f} m from the goal"
@@ -293,21 +304,22 @@ class MissionExecutive:
             self._record_run(nav, self.disengagements - disengaged_before)
 
     def _note_failure(self, report) -> None:
-        """A walk that ended lost / stuck / without GPS / without camera: where, why, into the progress (and so
-        the run record). A stuck robot (blocked, stalled, collided) always counts as a disengagement; a
-        loss counts only when the re-plans do not recover it (counted at the end of the route)."""
+        """A walk that ended short of its goal (lost, off-walk, stuck, collided, timeout, without GPS or camera):
+        where (walk index, fix), when and why, into the progress (and so the run record). A stuck, collided
+        or timed-out walk always counts as a disengagement; a loss counts only when the re-plans do not
+        recover it (counted at the end of the route)."""
         gps = getattr(self.app, "gps", None)
         fix = gps.latest(GpsFix, max_age_s=self.app.config.serial.gps_max_age_s) if gps is not None else None
-        entry = {"outcome": report.outcome, "walk_index": int(report.final_index),
+        entry = {"outcome": report.outcome, "why": report.why, "walk_index": int(report.final_index),
                  "distance_to_goal_m": float(report.distance_to_goal_m),
                  "t_s": time.monotonic() - self.progress.get("started_mono_s", time.monotonic()),
                  "lat_deg": None if fix is None else fix.latitude_deg,
                  "lon_deg": None if fix is None else fix.longitude_deg}
         self.progress.setdefault("failures", []).append(entry)
-        if report.outcome == "stuck":
+        if report.outcome in DISENGAGING:
             self.disengagements += 1
-        log.warning("route: walk %s at walk index %d (%s)", report.outcome, report.final_index,
-                    "no fix" if fix is None else f"{fix.latitude_deg:.6f}, {fix.longitude_deg:.6f}")
+        log.warning("route: walk %s at walk index %d (%s): %s", report.outcome, report.final_index,
+                    "no fix" if fix is None else f"{fix.latitude_deg:.6f}, {fix.longitude_deg:.6f}", report.why)
 
     @staticmethod
     def _headings(m, walk):
@@ -363,7 +375,7 @@ class MissionExecutive:
                   "outcome": self.state, "message": self.message, "disengagements": disengagements,
                   "failures": self.progress.get("failures", []), "replans": self.progress.get("replans", 0),
                   "duration_s": time.monotonic() - self.progress.get("started_mono_s", time.monotonic()),
-                  "trace": [list(map(float, row)) for row in getattr(nav, "trace", [])]}
+                  "trace": [dataclasses.asdict(row) for row in nav.trace]}
         try:
             runs.mkdir(parents=True, exist_ok=True)
             path = runs / f"run-{stamp}-{self.plan['id'] if self.plan else 0}.json"
@@ -414,18 +426,14 @@ class MissionExecutive:
 
     def _live_progress(self) -> dict:
         """Walk index and next subgoal node while driving (from the navigator's trace)."""
-        nav = getattr(self, "_nav", None)
-        trace = getattr(nav, "trace", None)
+        trace = self._nav.trace if self._nav is not None else None
         if self.state != "running" or not trace or self.plan is None:
             return {}
         row = trace[-1]
-        gps_mode = self.progress.get("mode") == "gps"
-        idx = int(row[4]) if gps_mode else int(row[1])
         walk = self.progress.get("replanned_walk") or self.plan["nodes"]
-        idx = min(idx, len(walk) - 1)
-        # who drives this stretch: the VNM navigator hands stretches that face away from the walk to GPS
-        driver = "gps" if gps_mode or (len(row) > 6 and row[6] == 1.0) else "vnm"
-        return {"walk_index": idx, "subgoal_node": int(walk[min(idx + 1, len(walk) - 1)]), "driver": driver}
+        idx = min(row.walk_index, len(walk) - 1)
+        # who drives now: the VNM, GPS (stretches that face away from the walk), a turn in place, nobody
+        return {"walk_index": idx, "subgoal_node": int(walk[min(idx + 1, len(walk) - 1)]), "driver": row.driver}
 
     def status(self) -> dict:
         progress = {k: v for k, v in self.progress.items() if k != "started_mono_s"}

@@ -1,21 +1,20 @@
-"""Following a planned walk in GPS mode (LM-Nav's GPS ablation; the fallback when no VNM is installed).
+"""Following a planned walk in GPS mode (LM-Nav's GPS ablation; the fallback when no VNM is installed),
+and the pose the navigation policy drives with.
 
 The pose comes from the drivers' latest readings: position from the GPS fix (UTM, one zone per run),
 heading from the gyro (integrated yaw rate) corrected towards the GPS course over ground whenever the
 robot moves faster than ``course_min_speed_mps`` (RMC course is clockwise from north; yaw is CCW from
 east, REP-103). When the app's state estimator publishes ``app.pose`` (AHRS + wheel odometry + GPS
 EKF, :mod:`robot_app.state_estimation`) with a known heading in the walk's UTM zone, that pose is used
-instead; the simple estimate keeps running as the fallback. Until the heading is known the robot creeps straight ahead to acquire it. Each step
-localises on the walk (:class:`core.control.WindowLocaliser`), aims at the first walk node at least
-``lookahead_m`` ahead and turns the straight-line controller's (v, omega) into the app's command,
-which the control loop forwards at 50 Hz. Stale GPS (older than ``gps_max_age_s``) stops the robot;
-being lost for ``max_lost_steps`` steps or making no progress for ``stuck_s`` ends the run with that
-outcome. The robot is always stopped when :meth:`GpsNavigator.follow` returns.
+instead; the simple estimate keeps running as the fallback.
+
+:meth:`GpsNavigator.follow` steps the navigation policy (:mod:`robot_app.nav.policy`) without a VNM: GPS
+drives the whole walk (pure pursuit with the straight-line rule; the policy's state table says when
+the walk ends). The robot is always stopped when it returns.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import time
@@ -23,8 +22,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.control import WindowLocaliser, advance_along, line_follow_velocity, wrap_angle
-from robot_app.commands import Source
+from core.control import wrap_angle
+from robot_app.config import nav_options
+from robot_app.nav.policy import NavPolicy, Outcome, Walk
+from robot_app.nav.shell import WalkShell
 
 log = logging.getLogger(__name__)
 
@@ -90,13 +91,16 @@ class PoseEstimator:
 
 @dataclass
 class RunReport:
-    """Outcome of one walk: ``outcome`` in reached / lost / stuck / gps-lost / cancelled."""
+    """Outcome of one walk: ``outcome`` a :class:`robot_app.nav.policy.Outcome` value (or "cancelled"),
+    the walk index reached, the distance left to the walk's end (m), the duration (s), the policy's
+    trace (:class:`robot_app.nav.policy.TraceRow` per step) and why the walk ended."""
 
     outcome: str
     final_index: int
     distance_to_goal_m: float
     duration_s: float
-    trace: list = field(default_factory=list)   # (t_s, x_m, y_m, yaw_rad, index, v, omega)
+    trace: list = field(default_factory=list)
+    why: str = ""  # the policy's reason for the end (robot_app.nav.policy.Directive.why)
 
     @property
     def reached(self) -> bool:
@@ -104,29 +108,44 @@ class RunReport:
 
 
 class GpsNavigator:
-    """Drives the app's command along a walk given as node lat/lon (degrees).
+    """The pose source of the navigation policy (:meth:`sense`, :attr:`estimator`) and GPS mode's driver
+    (:meth:`follow`).
 
     ``app`` needs ``base`` (a ``firmware_bridge`` JackalBase or anything with ``latest(kind, max_age_s)``),
-    ``command`` (set here) and ``config`` (``[robot]`` limits, ``[serial] gps_max_age_s``).
+    ``commands`` (the command multiplexer) and ``config``. ``options`` default
+    :func:`robot_app.config.nav_options` of the app's config; the keywords override single ones for GPS
+    mode (``max_v_mps`` the GPS speed cap, ``max_lost_steps`` the GPS localiser's).
     """
 
-    def __init__(self, app, *, rate_hz: float = 10.0, max_v_mps: float = 1.0, lookahead_m: float = 2.0,
-                 goal_radius_m: float = 1.0, max_lost_steps: int = 30, stuck_s: float = 20.0,
-                 acquire_v_mps: float = 0.4, timeout_s: float = 600.0):
+    def __init__(self, app, *, options=None, max_v_mps: float | None = None, lookahead_m: float | None = None,
+                 goal_radius_m: float | None = None, max_lost_steps: int | None = None, stuck_s: float | None = None,
+                 acquire_v_mps: float | None = None, timeout_s: float | None = None):
         self.app = app
-        self.period_s = 1.0 / rate_hz
-        self.max_v_mps = min(max_v_mps, app.config.robot.max_v_mps)
-        self.lookahead_m = lookahead_m
-        self.goal_radius_m = goal_radius_m
-        self.max_lost_steps = max_lost_steps
-        self.stuck_s = stuck_s
-        self.acquire_v_mps = acquire_v_mps
-        self.timeout_s = timeout_s
+        opts = options if options is not None else nav_options(app.config)
+        given = {"gps_max_v_mps": None if max_v_mps is None else min(max_v_mps, app.config.robot.max_v_mps),
+                 "lookahead_m": lookahead_m, "goal_radius_m": goal_radius_m, "gps_max_lost_steps": max_lost_steps,
+                 "stuck_s": stuck_s, "acquire_v_mps": acquire_v_mps, "timeout_s": timeout_s}
+        self.options = opts.replace(**{k: v for k, v in given.items() if v is not None})
         self.estimator = PoseEstimator()
         self.pose_source = "gps+gyro"  # or "estimator" while app.pose (state estimation) is usable
+        self.policy = None
 
-    def _command(self, v: float, omega: float) -> None:
-        self.app.commands.submit(Source.AUTONOMY, v, omega, sender="navigator")
+    @property
+    def period_s(self) -> float:
+        return self.options.gps_period_s
+
+    @property
+    def lookahead_m(self) -> float:
+        return self.options.lookahead_m
+
+    @property
+    def goal_radius_m(self) -> float:
+        return self.options.goal_radius_m
+
+    @property
+    def trace(self) -> list:
+        """The running (or last) walk's :class:`robot_app.nav.policy.TraceRow` rows."""
+        return [] if self.policy is None else self.policy.trace
 
     def sense(self) -> bool:
         """Update :attr:`estimator` from the latest readings; False when the GPS fix is stale."""
@@ -151,74 +170,19 @@ class GpsNavigator:
             log.info("navigator: pose from %s", self.pose_source)
         return time.monotonic() - self.estimator.fix_t_mono_s <= max_age
 
-    async def follow(self, walk_lat_deg, walk_lon_deg, *, goal_radius_m: float | None = None) -> RunReport:
-        """Follow the walk to its last node. Never raises for field conditions: the outcome says.
-
-        ``goal_radius_m`` overrides the navigator's goal radius for this walk (the VNM navigator hands a
-        stretch back to the VNM from a few metres before its last node).
-        """
-        goal_radius = self.goal_radius_m if goal_radius_m is None else float(goal_radius_m)
+    async def follow(self, walk_lat_deg, walk_lon_deg, *, goal_radius_m: float | None = None,
+                     observe=None) -> RunReport:
+        """Follow the walk to its last node with GPS alone. Never raises for field conditions: the outcome
+        says. ``goal_radius_m`` overrides the goal radius for this walk; ``observe`` replaces the sensors
+        (:class:`robot_app.nav.shell.WalkShell`)."""
         walk = self.estimator.to_xy(walk_lat_deg, walk_lon_deg)
-        loc = WindowLocaliser(walk, window=4, hysteresis_m=0.3, max_distance_m=15.0)
-        arc = np.concatenate([[0.0], np.cumsum(np.hypot(*np.diff(walk, axis=0).T))]) if walk.shape[0] > 1 \
-            else np.zeros(1)
-        progress = 0.0  # metres along the walk, only forward (a walk may fold back over itself)
+        opts = self.options if goal_radius_m is None else self.options.replace(goal_radius_m=float(goal_radius_m))
+        self.policy = policy = NavPolicy(opts, Walk(walk.shape[0], walk))
         t0 = time.monotonic()
-        last_fix_ok = t0
-        best_goal_d, best_t = math.inf, t0
-        self.trace = trace = []  # kept on the navigator so a cancelled run still has it
-        outcome = "cancelled"
-        try:
-            while True:
-                now = time.monotonic()
-                if not self.sense():
-                    self._command(0.0, 0.0)
-                    if now - last_fix_ok > 5.0:  # 5 s without a fresh fix
-                        outcome = "gps-lost"
-                        break
-                    await asyncio.sleep(self.period_s)
-                    continue
-                last_fix_ok = now
-                est = self.estimator
-                goal_d = float(np.hypot(*(walk[-1] - (est.x_m, est.y_m))))
-                progress = advance_along(walk, arc, progress, est.x_m, est.y_m, span_m=2.0 * self.lookahead_m + 2.0)
-                # within the radius of the last node, and localised on the walk's last nodes or progressed to
-                # its end: a walk that comes back near its start is not over before it is driven
-                if goal_d <= goal_radius and (loc.index >= walk.shape[0] - 3 or arc[-1] - progress <= goal_radius + 1.0):
-                    outcome = "reached"
-                    break
-                if goal_d < best_goal_d - 0.2:
-                    best_goal_d, best_t = goal_d, now
-                if now - best_t > self.stuck_s or now - t0 > self.timeout_s:
-                    outcome = "stuck"
-                    break
-                r = loc.update(est.x_m, est.y_m)
-                if loc.lost_steps >= self.max_lost_steps:
-                    outcome = "lost"
-                    break
-                if not est.yaw_known:  # creep straight ahead until the GPS course gives the heading
-                    v, omega = self.acquire_v_mps, 0.0
-                else:
-                    target = self._target(walk, r.index, est)
-                    v, omega = line_follow_velocity(est.x_m, est.y_m, est.yaw_rad, *target,
-                                                    max_v_mps=self.max_v_mps,
-                                                    max_omega_radps=self.app.config.robot.max_omega_radps)
-                self._command(v, omega)
-                trace.append((now - t0, est.x_m, est.y_m, est.yaw_rad, r.index, v, omega))
-                await asyncio.sleep(self.period_s)
-        finally:
-            self._command(0.0, 0.0)
-        est = self.estimator
-        d = float(np.hypot(*(walk[-1] - (est.x_m, est.y_m)))) if np.isfinite(est.x_m) else math.inf
-        log.info("walk %s after %.1f s, %.1f m from the goal", outcome, time.monotonic() - t0, d)
-        return RunReport(outcome, loc.index, d, time.monotonic() - t0, trace)
-
-    def _target(self, walk: np.ndarray, index: int, est: PoseEstimator) -> tuple[float, float]:
-        pos = np.array([est.x_m, est.y_m])
-        # from the node after the localised one: the localised node may lie behind the robot (hysteresis),
-        # and aiming back at it turns the robot around
-        for j in range(min(index + 1, walk.shape[0] - 1), walk.shape[0]):
-            if np.hypot(*(walk[j] - pos)) >= self.lookahead_m:
-                return float(walk[j, 0]), float(walk[j, 1])
-        return float(walk[-1, 0]), float(walk[-1, 1])
-
+        d = await WalkShell(self.app, self, sender="navigator", observe=observe).run(policy)
+        for note in policy.notes:
+            log.info("GPS walk: %s", note)
+        (log.info if d.outcome is Outcome.REACHED else log.warning)(
+            "GPS walk %s after %.1f s, %.1f m from the goal: %s", d.outcome.value, time.monotonic() - t0,
+            d.to_goal_m, d.why)
+        return RunReport(d.outcome.value, d.walk_index, d.to_goal_m, time.monotonic() - t0, policy.trace, d.why)

@@ -194,8 +194,7 @@ def context_for(*, world: str, instruction: str | None, out: str | Path, seed: i
     if not models_dir.is_dir():
         raise DemoInputError(f"--models {models_dir}: no such folder (the sim stand-in models ship in "
                              f"{shipped_models_dir()})")
-    from robot_app.sim import model_clip_crops, tuned_planner
-    from robot_app.sim.eval_drive import DriveParams
+    from robot_app.sim import SIM_VNM_NAV, model_clip_crops, tuned_planner
 
     tuned = tuned_planner(models_dir)  # chosen for these model files by `robot-app eval sim-tune --write`
     try:
@@ -216,8 +215,7 @@ def context_for(*, world: str, instruction: str | None, out: str | Path, seed: i
                                     # distances beyond ~10 steps are too rough to join far nodes
                                     candidate_radius_m=DEMO_VNM_RADIUS_M, tau_steps=DEMO_TAU_STEPS),
         # the sim VNM's "lost" level and GPS at sharp turns, as eval sim drives with them
-        vnm_nav=dataclasses.replace(config.vnm_nav, lost_steps=float(DriveParams().lost_steps),
-                                    gps_at_turns_deg=float(DriveParams().gps_at_turns_deg)))
+        vnm_nav=dataclasses.replace(config.vnm_nav, **SIM_VNM_NAV))
     return DemoContext(world=w, scenario=sc, config=cfg, out=Path(out), models_dir=models_dir, seed=seed, quick=quick,
                        progress_bars=progress_bars)
 

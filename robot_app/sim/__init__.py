@@ -28,7 +28,19 @@ _EXPORTS = {
 }
 
 __all__ = sorted([*_EXPORTS, "shipped_models_dir", "tuned_alpha", "tuned_planner", "TUNING_FILE",
-                  "model_clip_crops"])
+                  "model_clip_crops", "SIM_VNM_NAV", "sim_nav_config"])
+
+#: ``[vnm_nav]`` settings for the SIM-ONLY stand-in VNM, as ``eval sim`` and ``robot-app demo`` drive with
+#: them. ``lost_steps`` 1000: no step is "lost" by its distance, the arg-min always localises, as in GNM's
+#: deployment loop (visualnav-transformer navigate.py has no such threshold); the off-walk guard and the
+#: judge's off-path limit stop a robot that lost the walk (the sim VNM rejects places it cannot reach, and
+#: at a turn every node of the window is such a place for a few steps: stopping there left it standing
+#: until it counted as lost). ``gps_at_turns_deg`` 50: GPS drives from 6 m before to 3 m after a turn
+#: sharper than that (this VNM loses walks at junctions). Both chosen on the development drives
+#: (robot_app.sim.vnm_devdrive, README "Sim VNM"); 0 / off in the config, for real models.
+SIM_VNM_NAV = {"lost_steps": 1000.0, "gps_at_turns_deg": 50.0}
+#: ``[models] vnm_max_v_mps`` of the sim VNM: its waypoints were trained at 1 m/s (robot_app.sim.train_vnm)
+SIM_VNM_MAX_V_MPS = 1.0
 
 #: File in a models folder that records the planner's alpha (and cosine cap) chosen for those models by
 #: ``robot-app eval sim-tune --write`` (:mod:`robot_app.sim.eval_tune`).
@@ -128,6 +140,14 @@ def tuned_alpha(models_dir) -> float | None:
     """The alpha of :func:`tuned_planner` (None where that is None)."""
     t = tuned_planner(models_dir)
     return None if t is None else t["alpha"]
+
+
+def sim_nav_config(config):
+    """``config`` with the sim VNM's navigation settings (:data:`SIM_VNM_NAV`, :data:`SIM_VNM_MAX_V_MPS`)."""
+    import dataclasses
+
+    return dataclasses.replace(config, vnm_nav=dataclasses.replace(config.vnm_nav, **SIM_VNM_NAV),
+                               models=dataclasses.replace(config.models, vnm_max_v_mps=SIM_VNM_MAX_V_MPS))
 
 
 def __getattr__(name: str):

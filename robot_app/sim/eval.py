@@ -301,24 +301,56 @@ def _plan_row(ctx: _Context, ins, parse_fn) -> tuple[dict, dict]:
 
 
 def _execute(ctx: _Context, row: dict, walk, seed: int) -> None:
-    """Drive the LM-Nav walk with the VNM and with GPS only; add the results to ``row``."""
-    nodes = walk.nodes
-    truth_xy = ctx.true_xy[nodes]
+    """Drive the LM-Nav walk with the VNM and with GPS only, re-planned as the route job does after a
+    failure; add the results to ``row``."""
+    from robot_app.config import nav_options
+    from robot_app.sim import sim_nav_config
+
+    cfg = sim_nav_config(ctx.config)
+    options = nav_options(cfg)
+    nodes = np.asarray(walk.nodes)
     intended_m = row["intended"]["length_m"]
     row["executions"] = {}
     modes = (["vnm"] if ctx.vnm is not None else []) + ["gps"]
     camera = {"width": ctx.s.width, "height": ctx.s.height, "hfov_deg": ctx.s.hfov_deg}
     for mode in modes:
-        if mode == "vnm":
-            kw = {"vnm": ctx.vnm, "camera": camera, "node_images": [ctx.node_image(v) for v in nodes],
-                  "walk_gps_xy": ctx.map_xy[nodes], "node_heading_rad": ctx.map_heading[nodes]}
-        else:
-            kw = {"walk_gps_xy": ctx.map_xy[nodes]}
-        res = drive_walk(ctx.world, truth_xy, mode=mode, params=ctx.s.drive, seed=seed, **kw)
+        sw = _sim_walk(ctx, nodes, tuple(int(p) for p in walk.landmark_positions), images=mode == "vnm")
+        res = drive_walk(ctx.world, sw, mode=mode, options=options, vnm=ctx.vnm, camera=camera, params=ctx.s.drive,
+                         seed=seed, replan=_replanner(ctx, cfg, images=mode == "vnm"),
+                         max_replans=cfg.mission.max_replans, gps_after_lost_m=cfg.vnm_nav.gps_after_lost_m)
         item = res.as_dict()
         item["efficiency"] = round(min(1.0, intended_m / res.driven_m), 4) if res.reached and res.driven_m > 0 else 0.0
         item["success"] = bool(res.reached and row["planners"]["lmnav"]["success"])
         row["executions"][f"lmnav-{mode}"] = item
+
+
+def _sim_walk(ctx: _Context, nodes: np.ndarray, landmarks: tuple, *, images: bool):
+    from robot_app.sim.eval_drive import SimWalk
+
+    return SimWalk(ctx.true_xy[nodes], ctx.map_xy[nodes], ctx.map_heading[nodes],
+                   [ctx.node_image(v) for v in nodes] if images else None, nodes, landmarks)
+
+
+def _replanner(ctx: _Context, cfg, *, images: bool):
+    """The route job's re-plan (:meth:`robot_app.mission.MissionExecutive.replan_from_here`) on the eval's
+    map: from the map node nearest the fix (within ``[mission] start_max_distance_m``) through the walk's
+    landmarks after the walk index reached, with ``[planner] planner``; None when it cannot."""
+    from robot_app.planning import PLANNERS
+
+    def replan(sw, reached: int, fix_xy):
+        d = np.hypot(ctx.map_xy[:, 0] - fix_xy[0], ctx.map_xy[:, 1] - fix_xy[1])
+        start = int(np.argmin(d))
+        if not d[start] <= cfg.mission.start_max_distance_m or sw.nodes is None:
+            return None
+        targets = [int(sw.nodes[p]) for p in sw.landmarks if p > reached] or [int(sw.nodes[-1])]
+        logp = np.full((len(ctx.map.nodes), len(targets)), -np.inf)
+        logp[np.asarray(targets), np.arange(len(targets))] = 0.0
+        r = PLANNERS[cfg.planner.planner](*ctx.csr, logp, start, alpha=max(cfg.planner.alpha, 1e-6))
+        if not r.ok:
+            return None
+        return _sim_walk(ctx, np.asarray(r.nodes), tuple(int(p) for p in r.landmark_positions), images=images)
+
+    return replan
 
 
 def run_sim_eval(settings: EvalSettings, config) -> dict:
@@ -383,6 +415,7 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
               "exploration": {**{k: v for k, v in explore_info.items() if k != "key"}, "cached": explore_cached},
               "map": {**build_info, "cached": map_cached},
               "truth_params": dataclasses.asdict(settings.truth), "drive_params": dataclasses.asdict(settings.drive),
+              "nav_options": _nav_options_dict(cfg),
               "instructions": rows}
     report["totals"] = summarise(rows, executed=settings.execute)
     report["targets"] = _targets(report["totals"])
@@ -392,6 +425,14 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
     report["report"] = str(path)
     path.write_text(json.dumps(report, indent=2), encoding="utf-8")
     return report
+
+
+def _nav_options_dict(cfg) -> dict:
+    """The navigation policy's options the walks were driven with (JSON-ready)."""
+    from robot_app.config import nav_options
+    from robot_app.sim import sim_nav_config
+
+    return dataclasses.asdict(nav_options(sim_nav_config(cfg)))
 
 
 def _targets(totals: dict) -> dict:

@@ -88,7 +88,7 @@ def _near_turn(yaw: np.ndarray, walk: list[int], i: int, k: int = 4) -> bool:
 
 
 def drive_dev_walks(world, walks: list[list[int]], xy: np.ndarray, yaw: np.ndarray, node_image, vnm, *,
-                    params=None, camera: dict | None = None) -> dict:
+                    options=None, params=None, camera: dict | None = None) -> dict:
     """Drive ``walks`` with the VNM (``eval sim``'s driver and judge) and sum the outcome.
 
     Parameters
@@ -97,7 +97,8 @@ def drive_dev_walks(world, walks: list[list[int]], xy: np.ndarray, yaw: np.ndarr
     walks : from :func:`dev_walks`; xy, yaw : as there (true node poses).
     node_image : callable node index -> (H, W, 3) uint8 RGB, the map's image of the node.
     vnm : models.vnm.VnmModel
-    params : robot_app.sim.eval_drive.DriveParams, optional (default: eval sim's).
+    options : robot_app.nav.policy.NavOptions, optional (default: eval sim's, :func:`sim_options`).
+    params : robot_app.sim.eval_drive.DriveParams, optional (default: eval sim's judge).
     camera : the sim camera (``width``, ``height``, ``hfov_deg``), default 160 x 120, 90 deg.
 
     Returns
@@ -109,12 +110,14 @@ def drive_dev_walks(world, walks: list[list[int]], xy: np.ndarray, yaw: np.ndarr
     from robot_app.sim import eval_drive
 
     params = params or eval_drive.DriveParams()
+    options = options or sim_options()
     camera = camera or {"width": 160, "height": 120, "hfov_deg": 90.0}
     rows, near = [], 0
     for k, walk in enumerate(walks):
         length = float(np.hypot(*np.diff(xy[walk], axis=0).T).sum())
-        res = eval_drive.drive_walk(world, xy[walk], mode="vnm", vnm=vnm, node_images=[node_image(v) for v in walk],
-                                    camera=camera, params=params, seed=k)
+        sw = eval_drive.SimWalk(xy[walk], images=[node_image(v) for v in walk])
+        res = eval_drive.drive_walk(world, sw, mode="vnm", options=options, vnm=vnm, camera=camera, params=params,
+                                    seed=k)
         near += sum(_near_turn(yaw, walk, i) for _, i in res.events)
         rows.append({"length_m": round(length, 1), "reached": res.reached,
                      "disengagements": dict(res.disengagements),
@@ -128,12 +131,22 @@ def drive_dev_walks(world, walks: list[list[int]], xy: np.ndarray, yaw: np.ndarr
             "near_turn": int(near), "rows": rows}
 
 
+def sim_options():
+    """The navigation policy's options as ``eval sim`` drives the sim VNM (:func:`robot_app.sim.sim_nav_config`
+    of the default config)."""
+    from robot_app.config import Config, nav_options
+    from robot_app.sim import sim_nav_config
+
+    return nav_options(sim_nav_config(Config()))
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m robot_app.sim.vnm_devdrive EVAL_DIR --world W [--n N] [--seed S] [--models DIR] [RULE=VALUE ...]``.
 
     ``EVAL_DIR`` is a ``robot-app eval sim --out`` folder (its ``map.sqlite`` and ``exploration/``);
-    ``RULE=VALUE`` overrides a :class:`robot_app.sim.eval_drive.DriveParams` field (e.g.
-    ``goal_confirm_steps=1 recover_window=0`` for GNM's own rules). Prints the summary as JSON.
+    ``RULE=VALUE`` overrides a :class:`robot_app.nav.policy.NavOptions` or
+    :class:`robot_app.walk_following.WalkRules` field (e.g. ``goal_confirm_steps=1 recover_window=0`` for
+    GNM's own rules). Prints the summary as JSON.
     """
     import argparse
     import dataclasses
@@ -145,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     from models.vnm import open_vnm
     from robot_app.map_build import decode_jpeg
     from robot_app.sim import shipped_models_dir
-    from robot_app.sim.eval_drive import DriveParams
+    from robot_app.nav.policy import NavOptions
     from robot_app.sim.eval_truth import node_true_poses
     from robot_app.sim.world import load_world
 
@@ -157,7 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", type=Path, default=None)
     ap.add_argument("rules", nargs="*", metavar="RULE=VALUE")
     a = ap.parse_intermixed_args(argv)
-    fields = {f.name: f.type for f in dataclasses.fields(DriveParams)}
+    from robot_app.walk_following import WalkRules
+
+    fields = {f.name: f.type for f in (*dataclasses.fields(NavOptions), *dataclasses.fields(WalkRules))
+              if f.name != "rules"}
     over = {}
     for item in a.rules:
         key, _, value = item.partition("=")
@@ -172,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         xy, yaw = node_true_poses(tm.nodes.timestamp_s, read_log(a.eval_dir / "exploration").odom)
         walks = dev_walks(xy, yaw, n=a.n, seed=a.seed)
         out = drive_dev_walks(world, walks, xy, yaw, lambda v: decode_jpeg(tm.images(int(v))[0]),
-                              open_vnm(a.models or shipped_models_dir()), params=DriveParams(**over))
+                              open_vnm(a.models or shipped_models_dir()), options=sim_options().replace(**over))
     out.pop("rows")
     print(json.dumps({"world": a.world, "seed": a.seed, "rules": over, **out}))
     return 0

@@ -237,13 +237,12 @@ def test_models_recording_a_bad_crop_count_are_refused(tmp_path, capsys):
 def test_demo_config_plans_and_drives_with_the_sim_models_settings(tmp_path):
     from robot_app.config import load_config
     from robot_app.demo.runner import context_for
-    from robot_app.sim import tuned_planner
-    from robot_app.sim.eval_drive import DriveParams
+    from robot_app.sim import SIM_VNM_NAV, tuned_planner
 
     ctx = context_for(world="campus", instruction=None, out=tmp_path, seed=0, models=None, quick=True,
                       config=load_config(None))
-    assert ctx.config.vnm_nav.lost_steps == DriveParams().lost_steps  # eval sim's "lost" level for the sim VNM
-    assert ctx.config.vnm_nav.gps_at_turns_deg == DriveParams().gps_at_turns_deg == 50.0
+    assert ctx.config.vnm_nav.lost_steps == SIM_VNM_NAV["lost_steps"]  # eval sim's "lost" level for the sim VNM
+    assert ctx.config.vnm_nav.gps_at_turns_deg == SIM_VNM_NAV["gps_at_turns_deg"] == 50.0
     assert ctx.config.camera.source == "sim" and ctx.config.mapping.min_travel_m == 1.0
     tuned = tuned_planner(ctx.models_dir)  # the shipped models carry their tuning (eval sim-tune --write)
     assert tuned is not None and ctx.config.planner.alpha == tuned["alpha"]

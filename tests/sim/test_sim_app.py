@@ -136,7 +136,7 @@ def _follow_with_sim_vnm(tmp_path, world, jpegs, walk_latlon, headings, start):
 
     import robot_app
     from robot_app.navigator import GpsNavigator
-    from robot_app.sim.eval_drive import DriveParams
+    from robot_app.sim import sim_nav_config
     from robot_app.vnm_navigator import VnmNavigator
 
     shipped = Path(robot_app.__file__).resolve().parent / "data" / "models" / "sim"
@@ -152,7 +152,7 @@ def _follow_with_sim_vnm(tmp_path, world, jpegs, walk_latlon, headings, start):
                                     origin_latlon=world.anchor_latlon) as sim:
             plant.attach(sim)
             set_active_plant(plant)
-            base = app_config(tmp_path, str(sim.ports["jackal"]))
+            base = sim_nav_config(app_config(tmp_path, str(sim.ports["jackal"])))  # eval sim's and the demo's
             cfg = dataclasses.replace(base, paths=dataclasses.replace(base.paths, models_dir=str(models)),
                                       camera=dataclasses.replace(base.camera, width=160, height=120, fps=8.0),
                                       vnm_nav=dataclasses.replace(base.vnm_nav, gps_goal_check_m=1.5))
@@ -161,11 +161,11 @@ def _follow_with_sim_vnm(tmp_path, world, jpegs, walk_latlon, headings, start):
             try:
                 await app.base.wait_connected(10.0)
                 vnm = app.vnm_model()
-                gps = GpsNavigator(app, max_v_mps=1.0, lookahead_m=2.0, goal_radius_m=1.0, timeout_s=30.0)
-                # the sim's rules (eval sim's DriveParams, the sim demo): no step is lost by its distance;
-                # with 26 this VNM, stepped at real time on a loaded machine, lost the last stretch now and then
-                nav = VnmNavigator(app, vnm, max_v_mps=1.0, lost_steps=DriveParams().lost_steps, goal_confirm_steps=4,
-                                   timeout_s=30.0, gps_navigator=gps)
+                gps = GpsNavigator(app)
+                # the sim's rules (robot_app.sim.SIM_VNM_NAV): no step is lost by its distance; with 26 this
+                # VNM, stepped at real time on a loaded machine, lost the last stretch now and then
+                nav = VnmNavigator(app, vnm, goal_confirm_steps=4, timeout_s=30.0, gps_navigator=gps,
+                                   gps_at_turns_deg=0.0)
                 report = await nav.follow(jpegs, walk_latlon, headings)
             finally:
                 app.request_stop()
@@ -203,12 +203,13 @@ def test_vnm_navigator_hands_stretches_facing_away_to_gps(tmp_path):
     # when the fix is farther. The fix is the base simulator's (noisy, up to 0.2 s old at 1 m/s), so the
     # true stop may lie a few decimetres beyond the check's radius (1.67 m once in CI).
     assert math.hypot(st.x_m - poses[walk[-1], 0], st.y_m - poses[walk[-1], 1]) < 2.0 and plant.collisions == []
-    drivers = [int(row[6]) for row in report.trace]  # 0 VNM, 1 GPS
-    assert [d for i, d in enumerate(drivers) if i == 0 or d != drivers[i - 1]] == [0, 1, 0, 1][:len(kinds)]
+    rows = [row for row in report.trace if row.driver in ("vnm", "gps")]  # not the turns and the stops
+    drivers = [row.driver for row in rows]
+    assert [d for i, d in enumerate(drivers) if i == 0 or d != drivers[i - 1]] == ["vnm", "gps", "vnm", "gps"][:len(kinds)]
     part = np.cumsum([1] + [int(a != b) for a, b in zip(drivers, drivers[1:])]) - 1  # stretch of each row
-    for row, k in zip(report.trace, part):  # indices of the whole walk, each inside its own stretch
+    for row, k in zip(rows, part):  # indices of the whole walk, each inside its own stretch
         _mode, lo, hi = nav.stretches[k]
-        assert lo <= row[1] <= hi and lo <= row[2] <= hi
+        assert lo <= row.walk_index <= hi and lo <= row.subgoal <= hi
     assert n - 3 <= report.final_index <= n - 1  # the GPS localiser lags a node or two at the end
 
 
@@ -228,9 +229,9 @@ def test_vnm_navigator_drives_onto_a_walk_that_starts_away_from_the_robot(tmp_pa
                                               (-13.0, -86.0, math.pi))
     assert nav.stretches[:2] == [("gps", 0, 0), ("vnm", 0, len(images) - 1)]
     assert report.outcome == "reached", report
-    drivers = [int(row[6]) for row in report.trace]
-    assert drivers[0] == 1 and 0 in drivers  # the leg by GPS, then the VNM
-    first_vnm = next(row for row in report.trace if row[6] == 0.0)
-    assert first_vnm[1] <= 3  # the VNM took over at the walk's start, after the turn onto it
+    drivers = [row.driver for row in report.trace if row.driver != "stop"]
+    assert drivers[0] == "gps" and "vnm" in drivers  # the leg by GPS, then the VNM
+    first_vnm = next(row for row in report.trace if row.driver == "vnm")
+    assert first_vnm.walk_index <= 3  # the VNM took over at the walk's start, after the turn onto it
     st = plant.state()
     assert math.hypot(st.x_m - poses[-1, 0], st.y_m - poses[-1, 1]) < 2.0 and plant.collisions == []

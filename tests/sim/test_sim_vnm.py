@@ -119,44 +119,43 @@ def _off_route_m(traj: np.ndarray, pts: np.ndarray) -> np.ndarray:
     return best
 
 
-def test_follow_walk_short_stretch(vnm):
-    from robot_app.sim.vnm_follow import follow_walk, route_nodes
+def _drive_images(vnm, pts, seed, **changes):
+    """The navigation policy with the sim VNM alone (no positions: no GPS stretches or checks) along the node
+    images of a centreline drive of ``pts`` (eval sim's driver)."""
+    from robot_app.sim.eval_drive import DriveParams, SimWalk, drive_walk
+    from robot_app.sim.vnm_devdrive import sim_options
+    from robot_app.sim.vnm_follow import route_nodes
+    from robot_app.sim.world import load_world
 
+    images, poses = route_nodes("campus", pts, seed=seed)
+    res = drive_walk(load_world("campus"), SimWalk(poses[:, :2], images=images), mode="vnm", vnm=vnm,
+                     options=sim_options().replace(vnm_max_v_mps=0.8, **changes),
+                     camera={"width": 160, "height": 120, "hfov_deg": 90.0},
+                     params=DriveParams(max_disengagements=1), seed=seed + 1)
+    return res, len(images)
+
+
+def test_vnm_follows_a_short_stretch(vnm):
     pts = np.array([[0.0, -85.0], [0.0, -70.0]])
-    images, poses = route_nodes("campus", pts, seed=11)
-    res = follow_walk("campus", vnm, images, start_pose=(0.4, -85.0, math.pi / 2 + 0.15), node_poses=poses,
-                      max_v_mps=0.8, seed=12)
-    assert res.outcome == "reached" and res.collisions == []
-    assert res.end_error_m < 2.0 and res.distance_m > 12.0
-    assert _off_route_m(res.trajectory_xy_m, pts).max() < 1.2
+    res, _n = _drive_images(vnm, pts, 11)
+    assert res.outcomes == ["reached"] and res.contacts == 0 and res.total_disengagements == 0
+    assert res.final_error_m < 2.0 and res.driven_m > 12.0
+    assert _off_route_m(res.track_xy_m, pts).max() < 1.2
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("pts", [[[0.0, -85.0], [0.0, -30.0]], [[0.0, -85.0], [0.0, -40.0], [30.0, -40.0]]],
                          ids=["straight-55m", "turn-75m"])
-def test_follow_walk_long_stretch(vnm, pts):
-    from robot_app.sim.vnm_follow import follow_walk, route_nodes
-
+def test_vnm_follows_a_long_stretch(vnm, pts):
     pts = np.asarray(pts)
-    images, poses = route_nodes("campus", pts, seed=21)
-    res = follow_walk("campus", vnm, images, node_poses=poses, max_v_mps=0.8, seed=22)
-    assert res.collisions == []
-    assert _off_route_m(res.trajectory_xy_m, pts).max() < 1.5
-    if res.outcome != "reached":  # the shipped stand-in is not good enough for this yet (README)
-        pytest.xfail(f"sim VNM {res.outcome} at node {res.node_index} of {len(images) - 1} "
-                     f"({res.end_error_m:.1f} m from the end)")
-    if res.end_error_m >= 3.5:  # the model localises on the last node ~4 m early; goal_confirm_steps drives on
-        pytest.xfail(f"sim VNM reached the last node {res.end_error_m:.1f} m before it")
-    assert res.end_error_m < 3.5  # localised on the last node (nodes 3 m apart): within about one spacing
-
-
-def test_follow_walk_refuses_bad_input(vnm):
-    from robot_app.sim.vnm_follow import follow_walk
-
-    with pytest.raises(ValueError, match="no node images"):
-        follow_walk("campus", vnm, [])
-    with pytest.raises(ValueError, match="start_pose or node_poses"):
-        follow_walk("campus", vnm, [np.zeros((120, 160, 3), np.uint8)])
+    res, n = _drive_images(vnm, pts, 21)
+    assert res.contacts == 0
+    assert _off_route_m(res.track_xy_m, pts).max() < 1.5
+    if res.outcomes != ["reached"]:  # the shipped stand-in is not good enough for this yet (README)
+        pytest.xfail(f"sim VNM {res.outcomes} ({res.final_error_m:.1f} m from the end)")
+    if res.final_error_m >= 3.5:  # the model localises on the last node ~4 m early; goal_confirm_steps drives on
+        pytest.xfail(f"sim VNM reached the last node {res.final_error_m:.1f} m before it")
+    assert res.final_error_m < 3.5  # localised on the last node (nodes 3 m apart): within about one spacing
 
 
 @pytest.mark.slow

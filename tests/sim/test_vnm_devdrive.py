@@ -51,7 +51,7 @@ def test_dev_walks_refuses_bad_input():
 def test_drive_dev_walks_sums_a_short_walk():
     pytest.importorskip("pybullet")
     from models.vnm import open_vnm
-    from robot_app.sim.eval_drive import DriveParams
+    from robot_app.sim.vnm_devdrive import sim_options
     from robot_app.sim.vnm_follow import route_nodes
     from robot_app.sim.world import load_world
 
@@ -59,7 +59,7 @@ def test_drive_dev_walks_sums_a_short_walk():
     images, poses = route_nodes(world, np.array([[0.0, -85.0], [0.0, -70.0]]), spacing_m=1.0, seed=11)
     walk = list(range(len(images)))
     out = drive_dev_walks(world, [walk], poses[:, :2], poses[:, 2], lambda v: images[v], open_vnm(SHIPPED),
-                          params=DriveParams(goal_confirm_steps=4))
+                          options=sim_options().replace(goal_confirm_steps=4))
     assert out["walks"] == 1 and abs(out["km"] - 0.015) < 0.002
     assert out["reached"] == 1.0 and out["rows"][0]["final_error_m"] < 3.0
     assert set(out["kinds"]) == {"collision", "off_path", "lost", "stuck"} and out["per_100m"] >= 0.0
