@@ -284,13 +284,8 @@ class VnmNavConfig:
                                   doc="before a VNM stretch the robot turns towards its first node this far from "
                                       "the stretch's start")
     gps_rate_hz: float = _opt(10.0, min=0.5, max=100.0, doc="steps per second while GPS drives or the robot turns")
-    gps_window: int = _opt(4, min=0, max=100, doc="GPS: walk nodes on each side of the last localisation "
-                                                  "considered (GNM's radius)")
-    gps_hysteresis_m: float = _opt(0.3, min=0.0, max=10.0,
-                                   doc="GPS: a node must be this much closer than the localised one to take over")
     gps_max_distance_m: float = _opt(15.0, min=0.5, max=1000.0,
-                                     doc="GPS: farther than this from every node of the window, the step finds "
-                                         "no node")
+                                     doc="GPS: farther than this from the stretch's path, the step finds no node")
     gps_max_lost_steps: int = _opt(30, min=1, max=100000, doc="GPS: steps without a node before the walk ends lost")
     acquire_v_mps: float = _opt(0.4, min=0.0, max=2.0,
                                 doc="GPS: creep straight ahead at this speed until the GPS course gives the heading")
@@ -310,6 +305,8 @@ class VnmNavConfig:
                                     doc="the turn needs a heading updated (gyro or fused pose) within this")
     stuck_s: float = _opt(20.0, min=1.0, max=3600.0,
                           doc="no progress along the walk for this long ends it stuck (a disengagement)")
+    stuck_min_m: float = _opt(2.0, min=0.1, max=100.0,
+                              doc="a fix this far from where the last progress was counts as progress too")
     collide_s: float = _opt(1.0, min=0.05, max=60.0,
                             doc="wheels turning at under a quarter of the command for this long end the walk "
                                 "collided (a disengagement)")
@@ -534,13 +531,13 @@ def nav_options(cfg: Config):
         goal_check_tail_nodes=nav.goal_check_tail_nodes, max_off_walk_m=nav.max_off_walk_m,
         gps_approach_m=nav.gps_approach_m, start_max_distance_m=mc.start_max_distance_m,
         stretch_ahead_m=nav.stretch_ahead_m, lookahead_m=mc.lookahead_m, goal_radius_m=mc.goal_radius_m,
-        gps_period_s=1.0 / nav.gps_rate_hz, gps_window=nav.gps_window, gps_hysteresis_m=nav.gps_hysteresis_m,
+        gps_period_s=1.0 / nav.gps_rate_hz,
         gps_max_distance_m=nav.gps_max_distance_m, gps_max_lost_steps=nav.gps_max_lost_steps,
         acquire_v_mps=nav.acquire_v_mps, fix_max_age_s=cfg.serial.gps_max_age_s, gps_lost_s=nav.gps_lost_s,
         fix_wait_s=nav.fix_wait_s, frame_max_age_s=nav.frame_max_age_s, camera_lost_s=nav.camera_lost_s,
         align_tolerance_rad=math.radians(nav.align_tolerance_deg), align_min_omega_radps=nav.align_min_omega_radps,
         align_gain=nav.align_gain, align_extra_s=nav.align_extra_s, heading_max_age_s=nav.heading_max_age_s,
-        stuck_s=nav.stuck_s, collide_s=nav.collide_s, collide_min_v_mps=nav.collide_min_v_mps,
+        stuck_s=nav.stuck_s, stuck_min_m=nav.stuck_min_m, collide_s=nav.collide_s, collide_min_v_mps=nav.collide_min_v_mps,
         backoff_m=nav.backoff_m, backoff_v_mps=nav.backoff_v_mps,
         timeout_s=nav.timeout_s)
 

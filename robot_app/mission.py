@@ -249,7 +249,6 @@ class MissionExecutive:
             raise MissionError("the e-stop is latched: release it first")
         if self.app.fault is not None:
             raise MissionError(f"cannot drive: {self.app.fault.message}")
-        mc = self.app.config.mission
         vnm = self.app.vnm_model() if self.app.camera is not None else None
         # the policy's options: robot_app.config.nav_options ([vnm_nav], [mission] caps and radii, [robot])
         gps = GpsNavigator(self.app)

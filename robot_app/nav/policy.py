@@ -28,7 +28,8 @@ any         command >= ``collide_min_v_mps`` and wheel speed below a quarter of 
 BACK_OFF    after reversing ``backoff_m`` at ``backoff_v_mps`` (clear of what it    end ``collided``
             hit, so that a re-planned walk can turn away)
 VNM, GPS    the farthest walk node reached (and, on GPS, the distance to the       end ``stuck``
-            stretch's end) not improved for ``stuck_s``
+            stretch's end) not improved and the fix not ``stuck_min_m`` from where
+            it last was for ``stuck_s``
 START       first stretch VNM, a fresh fix more than ``gps_approach_m`` from it    end ``lost``
             and its first node more than ``start_max_distance_m`` away
 START       first stretch VNM, a fresh fix more than ``gps_approach_m`` from it    APPROACH
@@ -51,12 +52,15 @@ VNM         the tracker finds no node this step                                 
 VNM         otherwise: the subgoal's waypoint through the PD rule                 VNM
 GPS         no fresh fix for ``gps_lost_s``                                       end ``gps-lost``
 GPS         no fresh fix                                                          GPS (stand)
-GPS         within the stretch's radius of its end, localised on its last nodes    next stretch
-            or progressed to its end (``goal_radius_m`` on the walk's last
+GPS         within the stretch's radius of its end, progressed to its last nodes  next stretch
+            or to its end (``goal_radius_m`` on the walk's last
             stretch, else the larger of it and ``lookahead_m``)
-GPS         not localised within ``gps_max_distance_m`` for ``gps_max_lost_steps`` end ``lost``
+GPS         farther than ``gps_max_distance_m`` from the path for                 end ``lost``
+            ``gps_max_lost_steps`` steps
 GPS         heading unknown                                                       GPS (creep straight)
-GPS         otherwise: towards the first node ``lookahead_m`` ahead                GPS
+GPS         otherwise: towards the first point of the path beyond the progress    GPS
+            ``lookahead_m`` from the robot, within 1.5 ``lookahead_m`` along it,
+            else the farthest of those (pure pursuit; progress only forward)
 next        no stretch left                                                       end ``reached``
 stretch     the walk's last stretch was VNM and a fresh fix is more than           GPS (from the node
             ``gps_goal_check_m`` from its last node (not after a GPS arrival)     nearest the fix)
@@ -77,8 +81,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.control import (WindowLocaliser, advance_along, line_follow_velocity, passed_end, polyline_distance,
-                          waypoint_to_velocity, wrap_angle)
+from core.control import (line_follow_velocity, passed_end, polyline_distance, waypoint_to_velocity,
+                          wrap_angle)
 from robot_app.walk_following import WalkRules, WalkTracker, stretch_yaw, vnm_nodes, walk_stretches
 
 __all__ = ["Driver", "Outcome", "Phase", "NavOptions", "Pose", "VnmOutput", "VnmRequest", "Observation",
@@ -155,8 +159,6 @@ class NavOptions:
     lookahead_m: float
     goal_radius_m: float
     gps_period_s: float
-    gps_window: int
-    gps_hysteresis_m: float
     gps_max_distance_m: float
     gps_max_lost_steps: int
     acquire_v_mps: float
@@ -171,6 +173,7 @@ class NavOptions:
     align_extra_s: float
     heading_max_age_s: float
     stuck_s: float
+    stuck_min_m: float
     collide_s: float
     collide_min_v_mps: float
     backoff_m: float
@@ -306,10 +309,11 @@ class _GpsLeg:
     lo: int
     hi: int
     radius_m: float
-    loc: WindowLocaliser
     arc: np.ndarray
+    folds_m: np.ndarray
     progress_m: float = 0.0
     best_goal_m: float = math.inf
+    lost_steps: int = 0
 
 
 @dataclass
@@ -328,6 +332,7 @@ class _State:
     stretch: int = -1
     t0: float | None = None
     progress_t: float = 0.0
+    progress_xy: tuple | None = None
     farthest: int = 0
     collide_since: float | None = None
     frame_ok_t: float = 0.0
@@ -339,6 +344,30 @@ class _State:
     last: Directive | None = None
     gps: _GpsLeg | None = None
     vnm: _VnmLeg | None = None
+
+
+#: a path turning back by more than this at a node folds there (pure pursuit drives to the fold's tip first)
+FOLD_DEG = 120.0
+#: within this of a fold's tip (m), the robot is at it
+FOLD_REACHED_M = 1.0
+
+
+def _folds(path: np.ndarray, arc: np.ndarray) -> np.ndarray:
+    """Arc lengths (m) of the path's nodes where it turns back by more than :data:`FOLD_DEG` (the directions
+    of the path over the 1 m before and after the node)."""
+    if path.shape[0] < 3 or arc[-1] < 2.0:
+        return np.zeros(0)
+    out = []
+    for k in range(1, path.shape[0] - 1):
+        if arc[k] < 1.0 or arc[-1] - arc[k] < 1.0:
+            continue
+        back = np.array([np.interp(arc[k] - 1.0, arc, path[:, j]) for j in (0, 1)])
+        fwd = np.array([np.interp(arc[k] + 1.0, arc, path[:, j]) for j in (0, 1)])
+        u, v = path[k] - back, fwd - path[k]
+        nu, nv = math.hypot(*u), math.hypot(*v)
+        if nu > 0.3 and nv > 0.3 and float(u @ v) / (nu * nv) < math.cos(math.radians(FOLD_DEG)):
+            out.append(float(arc[k]))
+    return np.asarray(out)
 
 
 class NavPolicy:
@@ -456,6 +485,10 @@ class NavPolicy:
                                        s.farthest, s.farthest, why=why)
         else:
             s.collide_since = None
+        fix = self._fresh_fix(obs)
+        if fix is not None:  # moving on counts as progress too (the VNM's index may jump ahead spuriously)
+            if s.progress_xy is None or math.hypot(fix[0] - s.progress_xy[0], fix[1] - s.progress_xy[1]) >= o.stuck_min_m:
+                s.progress_xy, s.progress_t = fix, t if s.progress_xy is not None else s.progress_t
         if s.phase in (Phase.VNM, Phase.GPS, Phase.APPROACH) and t - s.progress_t > o.stuck_s:
             return self._end(Outcome.STUCK, obs, f"no progress along the walk for stuck_s = {o.stuck_s:.0f} s")
         return None
@@ -640,20 +673,17 @@ class NavPolicy:
         return self._directive(Driver.VNM, v, w, period, here, leg.lo + dec.subgoal, best_steps=dec.best_steps)
 
     def _new_gps_leg(self, path: np.ndarray, lo: int, hi: int, radius: float, t: float) -> None:
-        o = self.o
         path = np.asarray(path, dtype=np.float64).reshape(-1, 2)
         arc = np.concatenate([[0.0], np.cumsum(np.hypot(*np.diff(path, axis=0).T))]) if path.shape[0] > 1 \
             else np.zeros(1)
-        loc = WindowLocaliser(path, window=o.gps_window, hysteresis_m=o.gps_hysteresis_m,
-                              max_distance_m=o.gps_max_distance_m)
-        self._s.gps = _GpsLeg(path, lo, hi, radius, loc, arc)
+        self._s.gps = _GpsLeg(path, lo, hi, radius, arc, _folds(path, arc))
         self._s.fix_ok_t = t
 
     def _gps(self, obs: Observation, t: float) -> Directive:
         s, o = self._s, self.o
         leg = s.gps
         n = leg.path.shape[0]
-        idx = min(leg.lo + leg.loc.index, leg.hi)
+        idx = min(leg.lo + int(np.searchsorted(leg.arc, leg.progress_m + 1e-9, side="right")) - 1, leg.hi)
         fix = self._fresh_fix(obs)
         if fix is None:
             if t - s.fix_ok_t > o.gps_lost_s:
@@ -663,34 +693,66 @@ class NavPolicy:
         s.fix_ok_t = t
         x, y = fix
         goal_d = math.hypot(leg.path[-1, 0] - x, leg.path[-1, 1] - y)
-        leg.progress_m = advance_along(leg.path, leg.arc, leg.progress_m, x, y, span_m=2.0 * o.lookahead_m + 2.0)
-        if goal_d <= leg.radius_m and (leg.loc.index >= n - 3 or leg.arc[-1] - leg.progress_m <= leg.radius_m + 1.0):
+        leg.progress_m = self._advance(leg, x, y)
+        ahead = leg.folds_m[leg.folds_m > leg.progress_m + 1e-6]
+        if ahead.size and math.hypot(np.interp(ahead[0], leg.arc, leg.path[:, 0]) - x,
+                                     np.interp(ahead[0], leg.arc, leg.path[:, 1]) - y) <= FOLD_REACHED_M:
+            leg.progress_m = float(ahead[0])  # at a fold's tip: on along the leg back
+        near_end = leg.progress_m >= leg.arc[max(0, n - 3)] or leg.arc[-1] - leg.progress_m <= leg.radius_m + 1.0
+        if goal_d <= leg.radius_m and near_end:
             leg.best_goal_m = goal_d
             if s.phase is Phase.APPROACH:
                 return self._begin(1, obs, t, turn=True)
             return self._next(obs, t)
         if goal_d < leg.best_goal_m - 0.2:
             leg.best_goal_m, s.progress_t = goal_d, t
-        r = leg.loc.update(x, y)
-        idx = min(leg.lo + r.index, leg.hi)
+        if polyline_distance(leg.path, x, y) > o.gps_max_distance_m:
+            leg.lost_steps += 1
+        else:
+            leg.lost_steps = 0
+        # the node at the progress along the path (only forward: a path that folds back over itself is
+        # followed in order, never by the node nearest the robot on the other leg of the fold)
+        k = min(int(np.searchsorted(leg.arc, leg.progress_m + 1e-9, side="right")) - 1, n - 1)
+        idx = min(leg.lo + k, leg.hi)
         self._reached_index(idx if s.phase is Phase.GPS else 0, t)
-        if leg.loc.lost_steps >= o.gps_max_lost_steps:
+        if leg.lost_steps >= o.gps_max_lost_steps:
             return self._end(Outcome.LOST, obs, f"more than gps_max_distance_m = {o.gps_max_distance_m:.0f} m from "
                                                 f"the walk for {o.gps_max_lost_steps} steps", index=idx)
         sub = min(idx + 1, leg.hi)
         p = obs.pose
         if not p.yaw_known:  # creep straight ahead until the GPS course gives the heading
             return self._directive(Driver.GPS, min(o.acquire_v_mps, o.gps_max_v_mps), 0.0, o.gps_period_s, idx, sub)
-        tx, ty = self._target(leg, r.index, x, y)
+        tx, ty = self._target(leg, x, y)
         v, w = line_follow_velocity(x, y, p.yaw_rad, tx, ty, max_v_mps=o.gps_max_v_mps,
                                     max_omega_radps=o.max_omega_radps)
         return self._directive(Driver.GPS, v, w, o.gps_period_s, idx, sub, target_xy=(tx, ty))
 
-    def _target(self, leg: _GpsLeg, index: int, x: float, y: float) -> tuple[float, float]:
-        """The first node from the one after the localised one that is ``lookahead_m`` away (the localised
-        node may lie behind the robot: aiming back at it turns the robot around), else the path's end."""
-        p = leg.path
-        for j in range(min(index + 1, p.shape[0] - 1), p.shape[0]):
-            if math.hypot(p[j, 0] - x, p[j, 1] - y) >= self.o.lookahead_m:
-                return float(p[j, 0]), float(p[j, 1])
-        return float(p[-1, 0]), float(p[-1, 1])
+    def _advance(self, leg: _GpsLeg, x: float, y: float, *, tolerance_m: float = 0.3, samples: int = 60) -> float:
+        """The progress (m along the path) of the robot: among the path's points from the progress so far to
+        ``2 lookahead_m + 2`` m beyond it, the EARLIEST within ``tolerance_m`` of the nearest one (pure
+        pursuit's projection, only forward; where the path folds back onto itself both legs pass the robot,
+        and the earlier is the one it is on)."""
+        if leg.path.shape[0] < 2:
+            return 0.0
+        s = np.linspace(leg.progress_m, min(leg.progress_m + 2.0 * self.o.lookahead_m + 2.0, float(leg.arc[-1])),
+                        samples)
+        d = np.hypot(np.interp(s, leg.arc, leg.path[:, 0]) - x, np.interp(s, leg.arc, leg.path[:, 1]) - y)
+        return max(leg.progress_m, float(s[int(np.flatnonzero(d <= d.min() + tolerance_m)[0])]))
+
+    def _target(self, leg: _GpsLeg, x: float, y: float) -> tuple[float, float]:
+        """Pure pursuit's target: the first point of the path beyond the progress that is ``lookahead_m``
+        from the robot, searched (every 0.25 m) up to 1.5 ``lookahead_m`` along the path beyond the progress;
+        none there: the farthest of those points from the robot. The search ends at the path's end and at the
+        next fold (where the path turns back by more than :data:`FOLD_DEG`), whose tip the robot drives to
+        (within :data:`FOLD_REACHED_M`) before the leg back counts."""
+        p, arc = leg.path, leg.arc
+        if p.shape[0] < 2:
+            return float(p[0, 0]), float(p[0, 1])
+        ahead = leg.folds_m[leg.folds_m > leg.progress_m + 1e-6]
+        end = min(leg.progress_m + 1.5 * self.o.lookahead_m, float(arc[-1]), *ahead[:1])
+        s = np.append(np.arange(leg.progress_m, end, 0.25), end)
+        px, py = np.interp(s, arc, p[:, 0]), np.interp(s, arc, p[:, 1])
+        d = np.hypot(px - x, py - y)
+        far = np.flatnonzero(d >= self.o.lookahead_m)
+        k = int(far[0]) if far.size else int(np.argmax(d))
+        return float(px[k]), float(py[k])

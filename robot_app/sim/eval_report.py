@@ -10,7 +10,8 @@ Metrics (LM-Nav, Shah et al., CoRL 2022, Sec. 5; Tables 1 and 4):
   over all instructions with 0 for failed plans;
 - execution: ``success_rate`` (plan succeeded AND the drive reached the walk's end), ``reached_rate``,
   disengagements in total and per 100 m driven, executed efficiency ``min(1, intended m / driven m)``
-  averaged over the reached drives.
+  averaged over the reached drives, the metres GPS drove (``gps_m``, ``gps_share`` of those driven) and
+  the re-plans after a failure (``replans``).
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ def summarise(rows: list[dict], *, executed: bool = True) -> dict:
                 "disengagements": dis, "disengagements_by_kind": kinds,
                 "disengagements_per_100m": round(100.0 * dis / driven, 3) if driven > 0 else None,
                 "driven_m": round(driven, 1),
+                "gps_m": round(float(sum(it.get("gps_m", 0.0) for it in items)), 1),
+                "gps_share": (round(float(sum(it.get("gps_m", 0.0) for it in items)) / driven, 3) if driven > 0
+                              else None),
+                "replans": int(sum(it.get("replans", 0) for it in items)),
                 "efficiency_mean": _mean([it["efficiency"] for it in items if it["reached"]]),
             }
     return out
@@ -102,11 +107,13 @@ def format_table(report: dict) -> str:
         lines.append(f"{_PLANNER_LABEL[name]:<24} {_fmt(p['success_rate'], True):>16} {_fmt(p['efficiency_mean']):>13} "
                      f"{_fmt(p['efficiency_mean_all']):>10}")
     if t["execution"]:
-        lines += ["", f"{'execution':<24} {'success':>8} {'reached':>8} {'diseng.':>8} {'per 100 m':>10} {'eff.':>6}"]
+        lines += ["", f"{'execution':<24} {'success':>8} {'reached':>8} {'diseng.':>8} {'per 100 m':>10} {'eff.':>6} "
+                      f"{'GPS m':>6} {'re-plans':>8}"]
         for name, e in t["execution"].items():
             lines.append(f"{_EXEC_LABEL[name]:<24} {_fmt(e['success_rate'], True):>8} {_fmt(e['reached_rate'], True):>8} "
                          f"{e['disengagements']:>8} {_fmt(e['disengagements_per_100m']):>10} "
-                         f"{_fmt(e['efficiency_mean']):>6}")
+                         f"{_fmt(e['efficiency_mean']):>6} {_fmt(e.get('gps_share'), True):>6} "
+                         f"{e.get('replans', 0):>8}")
     if t["invalid"]:
         lines.append(f"\n{t['invalid']} instruction(s) left out: their truth could not be placed on the map")
     return "\n".join(lines)

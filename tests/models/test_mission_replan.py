@@ -74,7 +74,8 @@ def test_a_lost_vnm_walk_is_replanned_with_a_gps_start(tmp_path, clip_export_dir
                 await asyncio.wait_for(task, 10.0)
 
     mission, nav, plan = asyncio.run(main_())
-    guard = [r.getMessage() for r in caplog.records if "max_off_walk_m" in r.getMessage()]
+    guard = [r.getMessage() for r in caplog.records if "max_off_walk_m" in r.getMessage()
+             and r.name == "robot_app.vnm_navigator"]
     assert len(guard) == 1 and "the GPS fix is 30." in guard[0]  # the first run's end
     assert mission.progress["replans"] == 1
     walk = mission.progress["replanned_walk"]

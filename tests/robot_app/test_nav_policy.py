@@ -179,7 +179,7 @@ def test_start_far_from_the_first_vnm_stretch_approaches_by_gps():
     assert pol.phase is Phase.APPROACH
     assert pol.stretches == [("gps", 0, 0), ("vnm", 0, 10)]
     assert (d.phase, d.driver, d.walk_index) == (Phase.APPROACH, Driver.GPS, 0)
-    assert d.target_xy == (0.0, 0.0)
+    assert d.target_xy == pytest.approx((0.0, 8.0 - OPTS.lookahead_m))  # pure pursuit: 2 m on along the leg
     assert d.v_mps == pytest.approx(OPTS.gps_max_v_mps)  # facing the first node, far from it
     assert d.omega_radps == pytest.approx(0.0, abs=1e-9)
     assert d.hold_s == pytest.approx(OPTS.gps_period_s)
@@ -673,3 +673,39 @@ def test_trace_rows_without_a_pose_or_heading_hold_nan():
     assert math.isnan(r0.x_m) and math.isnan(r0.y_m) and math.isnan(r0.yaw_rad)
     assert (r1.x_m, r1.y_m) == (1.0, 2.0) and math.isnan(r1.yaw_rad)
     assert (r0.driver, r1.driver) == ("stop", "stop") and r1.t_s == 0.25
+
+
+def test_gps_follows_a_walk_that_folds_back_over_itself_in_order():
+    """Out 6 m east and back 4 m west along the same line: pure pursuit on the progress (only forward)
+    drives the fold in order and ends at the walk's end, never aiming at the other leg's nodes."""
+    xy = np.array([(float(i), 0.0) for i in range(7)] + [(float(i), 0.0) for i in range(5, 1, -1)])
+    pol = policy(Walk(len(xy), xy), vnm=False)
+    run = drive(pol, Robot(0.0, 0.0, 0.0), max_steps=2000)
+    d = run.directives[-1]
+    assert d.outcome is Outcome.REACHED and d.walk_index == len(xy) - 1
+    subgoals = [x.subgoal for x in run.directives if x.outcome is None]
+    assert subgoals == sorted(subgoals)  # the walk index only moves forward
+    assert max(r.x_m for r in pol.trace) > 5.0  # it drove out to the fold first
+
+
+def test_moving_on_counts_as_progress_after_a_spurious_jump_of_the_vnm():
+    """The VNM localises on node 4 once (a spurious jump to its window's end), then on node 2 behind it: the
+    farthest index does not grow, but the fix moving on along the walk keeps the walk from ending stuck;
+    standing, it ends stuck after stuck_s."""
+    def run(speed):
+        pol = policy(straight_walk(40))
+        t, x = 0.0, 0.0
+        start_vnm(pol, t)
+        vnm_step(pol, 0.25, 4, xy=(0.0, 0.0))
+        for k in range(2, 200):
+            t = 0.25 * k
+            x += speed * 0.25
+            d = vnm_step(pol, t, 2, xy=(x, 0.0))
+            if d.outcome is not None:
+                return d, t
+        return d, t
+
+    d, _t = run(0.5)
+    assert d.outcome is None
+    d, t = run(0.0)
+    assert d.outcome is Outcome.STUCK and t == pytest.approx(OPTS.stuck_s + 0.5, abs=0.3)
