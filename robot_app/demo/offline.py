@@ -104,23 +104,50 @@ def plan(ctx) -> dict:
         except PlanningError as exc:
             raise StageFailed(f"planning: {exc}") from exc
         truth = landmark_truth(ctx.world, poses, landmarks, hfov_deg=cfg.sim.hfov_deg)
-        intended = intended_walk(m.csr(), truth, start)
+        csr = m.csr()
+        intended = intended_walk(csr, truth, start)
         desc = planned.describe(m)
         edges = np.stack([m.edges.src, m.edges.dst], axis=1)
         images = {int(lm["node"]): m.images(int(lm["node"]))[0] for lm in desc["landmarks"]}
     metrics = plan_metrics(planned.result, intended, truth, poses)
+    direct = direct_walk(csr, start, int(planned.result.nodes[-1]))
     ctx.poses, ctx.edges, ctx.start_node, ctx.landmarks = poses, edges, start, landmarks
     ctx.plan_nodes = [int(v) for v in planned.result.nodes]
     ctx.landmark_images = images
     ctx.intended_m = metrics["intended_m"]
     out = {"instruction": ctx.scenario.instruction, "landmarks": landmarks, "parser": info["parser"],
            "clip_model": info["clip_model"], "grounding": info["landmarks"], "start_node": start,
-           "walk": desc, **metrics}
+           "walk": desc, **metrics, **_direct_record(direct, planned.result, poses)}
     if desc["status"] != "ok":
         raise StageFailed("no walk from the start reaches all landmarks in order", out)
     ctx.places = task_places(poses, ctx.plan_nodes[-1])
     out["task_places"] = ctx.places
     return out
+
+
+def direct_walk(csr: tuple, start: int, goal: int):
+    """The shortest walk from ``start`` to ``goal`` on the map (what an instruction naming only the goal
+    would drive): :func:`core.search.plan_walk` with the goal as the one landmark."""
+    from core.search import plan_walk
+
+    n = len(csr[0]) - 1
+    logp = np.full((n, 1), -np.inf)
+    logp[goal, 0] = 0.0
+    return plan_walk(*csr, logp, start, alpha=1.0)
+
+
+def _direct_record(direct, planned, poses: np.ndarray) -> dict:
+    """The direct walk beside the LM-Nav one (LM-Nav Fig. 5: the landmarks make the robot take another
+    route than the shortest to the goal): its nodes and true metres, and whether the two differ."""
+    from robot_app.demo.truth import path_length_m
+
+    if not direct.ok:
+        return {"direct_nodes": [], "direct_m": None, "route_differs_from_direct": None}
+    nodes = [int(v) for v in direct.nodes]
+    planned_m = path_length_m(poses[planned.nodes, :2])
+    direct_m = path_length_m(poses[nodes, :2])
+    return {"direct_nodes": nodes, "direct_m": round(direct_m, 1), "planned_m": round(planned_m, 1),
+            "route_differs_from_direct": bool(nodes != [int(v) for v in planned.nodes] and planned_m > direct_m + 5.0)}
 
 
 def task_places(poses: np.ndarray, end: int, *, leg_m: float = 8.0) -> dict:

@@ -65,7 +65,7 @@ def app_config(ctx, ports: dict):
                     "places": [f"{k}={v}" for k, v in ctx.places.items()],
                     "task_problem": str(_task_problem(ctx))},
         "models": {"vnm_max_v_mps": DEMO_VNM_MAX_V_MPS},
-        "ui": {"host": "127.0.0.1", "port": 0, "enabled": True, "token": ""},
+        "ui": {"host": "127.0.0.1", "port": 0, "enabled": True, "token": "", "secret_file": ""},
         # one more try of a failed drive than the default (a VNM run may end lost a few metres short)
         "lasp": {"knowledge_file": str(ctx.out / "lasp-knowledge.pddl"), "max_failures_per_error": 3},
         "teleop": {"device": ""},
@@ -152,7 +152,8 @@ async def run_onboard(ctx, stages) -> None:
                 app_task = asyncio.ensure_future(app.run())
                 try:
                     url = await _wait_ready(app, app_task)
-                    async with aiohttp.ClientSession() as http:
+                    # the demo is the operator at the touchscreen: its requests carry the session token
+                    async with aiohttp.ClientSession(headers={"X-Robot-Token": app.ui_token}) as http:
                         with PathRecorder(plant) as path:
                             ctx.driven = path
                             async with stages.stage("drive") as rec:
@@ -197,6 +198,7 @@ async def _follow(ctx, http, url: str, plan: dict, plant, timeout_s: float) -> d
     """Go, then watch the mission until it ends; press STOP (a disengagement) after ``timeout_s``."""
     from tqdm import tqdm
 
+    diseng0 = int((await _status(http, url))["mission"].get("disengagements", 0))
     await _post(http, url + "/api/route/go", {"plan_id": plan["id"]})
     collisions0 = len(plant.collisions)
     t0 = time.monotonic()
@@ -221,6 +223,8 @@ async def _follow(ctx, http, url: str, plan: dict, plant, timeout_s: float) -> d
                 break
     return {"state": "timeout" if timed_out else m["state"], "message": m["message"],
             "mode": m["progress"].get("mode"), "replans": int(m["progress"].get("replans", 0)),
+            "failures": m["progress"].get("failures", []),
+            "disengagements": int(m.get("disengagements", 0)) - diseng0,
             "wall_s": round(time.monotonic() - t0, 1), "collisions": len(plant.collisions) - collisions0}
 
 
@@ -250,9 +254,10 @@ async def drive_walk(ctx, http, url: str, plant, path: PathRecorder) -> dict:
     path.mark("drive_end")
     driven = path.xy[path.marks["drive_start"]:path.marks["drive_end"]]
     driven_m = path_length_m(driven)
-    # disengagements: each run that ended lost/stuck/timed out (and each re-plan the app made by itself
-    # after such an end), and each collision (LM-Nav Sec. 5 counts operator interventions)
-    diseng = sum(r.get("replans", 0) + (r["state"] != "reached") + r.get("collisions", 0) for r in runs)
+    # disengagements (LM-Nav Sec. 5 counts operator interventions): those the route job counted (a stuck,
+    # collided or timed-out walk, a loss its re-plans did not recover, the STOP of a run that took too
+    # long), and the demo's own re-plan after a run that did not arrive
+    diseng = sum(r.get("disengagements", 0) for r in runs) + (len(runs) - 1)
     gx, gy = ctx.poses[goal, :2]
     fx, fy = plant.state().x_m, plant.state().y_m
     reached = runs[-1]["state"] == "reached"

@@ -38,6 +38,8 @@ def summary(ctx, records: dict, t0: float) -> dict:
             "planning_success": planned_right,
             "planning_efficiency": float(plan.get("planning_efficiency") or 0.0),
             "efficiency": float(drive.get("efficiency") or 0.0),
+            "planned_m": plan.get("planned_m"), "direct_m": plan.get("direct_m"),
+            "route_differs_from_direct": plan.get("route_differs_from_direct"),
             "disengagements": int(drive.get("disengagements") or 0),
             "lasp_success": recovered,
             "report": str(ctx.out / "report.json"),
@@ -86,8 +88,8 @@ def _landmark_rows(records: dict) -> list[dict]:
 
 def plot_report(ctx, records: dict, out: Path) -> Path:
     """``report.png``: true node positions and edges, the world's landmark objects near the route, the
-    planned, intended and driven paths, the node chosen for each landmark, the task places; below, the
-    map image of each chosen node."""
+    planned, intended, direct (the shortest walk to the planned walk's goal) and driven paths, the node
+    chosen for each landmark, the task places; below, the map image of each chosen node."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -120,9 +122,14 @@ def plot_report(ctx, records: dict, out: Path) -> Path:
         if plan.get("intended_nodes"):
             w = xy[plan["intended_nodes"]]
             ax.plot(w[:, 0], w[:, 1], "--", color="tab:green", lw=1.5, zorder=3, label="intended walk (ground truth)")
+        if plan.get("direct_nodes"):
+            w = xy[plan["direct_nodes"]]
+            ax.plot(w[:, 0], w[:, 1], ":", color="tab:orange", lw=2.0, zorder=3,
+                    label=f"direct walk to the goal ({plan.get('direct_m')} m)")
         if ctx.plan_nodes:
             w = xy[ctx.plan_nodes]
-            ax.plot(w[:, 0], w[:, 1], "-", color="tab:blue", lw=2.5, alpha=0.7, zorder=4, label="planned walk")
+            label = "planned walk" + (f" ({plan['planned_m']} m)" if plan.get("planned_m") is not None else "")
+            ax.plot(w[:, 0], w[:, 1], "-", color="tab:blue", lw=2.5, alpha=0.7, zorder=4, label=label)
         for i, r in enumerate(rows):
             if r.get("node") is None:
                 continue
@@ -182,6 +189,10 @@ def render_html(ctx, summ: dict, records: dict, png: Path) -> str:
                ("planning efficiency", summ["planning_efficiency"]), ("efficiency (executed)", summ["efficiency"]),
                ("disengagements", summ["disengagements"]), ("LASP success", summ["lasp_success"]),
                ("wall time, s", summ["wall_s"])]
+    plan = records.get("plan") or {}
+    for key in ("planned_m", "direct_m", "route_differs_from_direct"):
+        if key in plan:
+            metrics.append((key.replace("_", " "), plan[key]))
     drive = records.get("drive") or {}
     for key in ("driven_m", "final_error_m", "app_plan_matches_stage_3"):
         if key in drive:

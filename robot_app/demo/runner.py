@@ -24,8 +24,14 @@ from robot_app.demo.stages import STAGES, TITLES, StageFailed  # noqa: F401 - re
 log = logging.getLogger(__name__)
 
 DEMO_NODE_SPACING_M = 1.0
+#: the quick demo's map (one straight drive): VNM edges only between nodes a few metres apart
 DEMO_VNM_RADIUS_M = 6.0
 DEMO_TAU_STEPS = 10.0
+#: the full demo's map (drives that meet at a junction or close a loop): eval sim's settings, the config's
+#: candidate radius and 75 % of the sim VNM's trained range, so that the passes through a junction are
+#: joined (with 6 m / 10 steps the sim VNM joined none: the map was a chain)
+DEMO_JUNCTION_RADIUS_M = 25.0
+DEMO_JUNCTION_TAU_STEPS = 15.0
 @dataclass
 class DemoContext:
     """Everything the stages share: inputs, paths, and what earlier stages produced."""
@@ -211,9 +217,10 @@ def context_for(*, world: str, instruction: str | None, out: str | Path, seed: i
         # a node per metre: a few VNM steps apart, as in GNM's topological maps (the navigator advances
         # its subgoal within [close_steps] of a node)
         mapping=dataclasses.replace(config.mapping, min_travel_m=DEMO_NODE_SPACING_M, min_dt_s=0.5,
-                                    # VNM edges only between nodes a few metres apart: the stand-in VNM's
-                                    # distances beyond ~10 steps are too rough to join far nodes
-                                    candidate_radius_m=DEMO_VNM_RADIUS_M, tau_steps=DEMO_TAU_STEPS),
+                                    # quick: VNM edges only between nodes a few metres apart (the stand-in VNM's
+                                    # distances beyond ~10 steps are rough); full: junctions joined
+                                    candidate_radius_m=DEMO_VNM_RADIUS_M if quick else DEMO_JUNCTION_RADIUS_M,
+                                    tau_steps=DEMO_TAU_STEPS if quick else DEMO_JUNCTION_TAU_STEPS),
         # the sim VNM's "lost" level and GPS at sharp turns, as eval sim drives with them
         vnm_nav=dataclasses.replace(config.vnm_nav, **SIM_VNM_NAV))
     return DemoContext(world=w, scenario=sc, config=cfg, out=Path(out), models_dir=models_dir, seed=seed, quick=quick,

@@ -39,14 +39,19 @@ class Scenario:
     speed_mps: float = 1.0  # the sim VNM's training speed: map edges in its time steps
 
 
-# Hand-picked per shipped world; "quick" is a shorter route for CI (two landmarks).
+# Hand-picked per shipped world; "quick" is a shorter route for CI (two landmarks). The full ones explore
+# a map with a junction (campus: the main path, out along the west spur and back, then on north; industrial:
+# the loop of the yard lane, the ring road's south-west quarter and the cross street) and name a landmark
+# off the direct way, so that LM-Nav's walk (about 160 / 280 m) is not the shortest one to its goal (the
+# report shows both, as the paper's Fig. 5).
 _SCENARIOS = {
-    ("campus", False): Scenario("campus", ((0.0, -90.0), (0.0, 80.0)),
-                                "Go past the blue dumpster, then the fire hydrant, and stop at the mailbox."),
+    ("campus", False): Scenario("campus", ((0.0, -88.0), (0.0, 0.0), (-45.0, 0.0), (0.0, 0.0), (0.0, 45.0)),
+                                "Go past the fire hydrant, then the picnic table, and stop at the traffic cone."),
     ("campus", True): Scenario("campus", ((0.0, -90.0), (0.0, -15.0)),
                                "Go past the fire hydrant and stop at the stop sign."),
-    ("industrial", False): Scenario("industrial", ((0.0, -80.0), (0.0, 0.0), (68.0, 0.0)),
-                                    "Go past the traffic cone, then the glass building, and stop at the fire hydrant."),
+    ("industrial", False): Scenario("industrial", ((0.0, -40.0), (0.0, -80.0), (-80.0, -80.0), (-80.0, 0.0),
+                                                   (0.0, 0.0), (0.0, -48.0)),
+                                    "Go past the trailer, then the blue dumpster, and stop at the mailbox."),
     ("industrial", True): Scenario("industrial", ((0.0, -80.0), (0.0, 0.0), (20.0, 0.0)),
                                    "Go past the traffic cone and stop at the stop sign."),
 }

@@ -131,7 +131,7 @@ def test_shipped_scenarios_name_landmarks_seen_along_their_routes(name):
         firsts = [int(t.nodes.min()) for t in truth]
         assert firsts == sorted(firsts), (sc.instruction, firsts)  # in driving order
         route_len = float(np.linalg.norm(seg, axis=1).sum())
-        assert route_len <= 200.0 and int(truth[-1].nodes.max()) < len(poses) - 3  # room for the task places
+        assert route_len <= (200.0 if quick else 330.0) and int(truth[-1].nodes.max()) < len(poses) - 3  # task places
 
 
 def test_derived_scenario_for_a_world_without_one():
