@@ -12,6 +12,7 @@ and passes the result down.
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 import typing
 from dataclasses import dataclass, field
@@ -369,8 +370,20 @@ class UiConfig:
 
     host: str = _opt("127.0.0.1", doc="listen address; anything but loopback needs a token")
     port: int = _opt(8080, min=0, max=65535, doc="TCP port; 0 = any free port (tests)")
-    token: str = _opt("", doc="required in the X-Robot-Token header of every command when not on loopback")
+    token: str = _opt("", doc="the session token (X-Robot-Token) of every command; empty = a new random one each "
+                              "start, written to secret_file for the kiosk; required when not on loopback")
     enabled: bool = _opt(True, doc="serve the UI from `robot-app run`")
+    auth: str = _opt("secret", choices=("secret", "pin"),
+                     doc="how the touchscreen page gets the session token: 'secret' = the kiosk reads "
+                         "secret_file (its launcher passes it in the page URL), 'pin' = the operator types pin")
+    pin: str = _opt("", doc="with auth = 'pin': the PIN (4-12 digits) typed on the touchscreen for the session "
+                            "token; 5 wrong tries lock it for 30 s, doubling")
+    secret_file: str = _opt("/run/robot-app/ui-secret",
+                            doc="the session token is written here at start (mode 0640, group secret_group)")
+    secret_group: str = _opt("", doc="group given secret_file; empty = the service's own (robot-app), of which the "
+                                     "kiosk user is a member")
+    allowed_origins: list[str] = _opt([], doc="more origins (scheme://host:port) the UI accepts requests from; "
+                                              "always: its own address and port (loopback names on loopback)")
 
 
 @dataclass(frozen=True)
@@ -552,6 +565,12 @@ def _check_across_keys(cfg: Config, origin: str) -> None:
         raise ConfigError(f"{origin}: [vnm_nav] gps_approach_m {nav.gps_approach_m} must be below max_off_walk_m "
                           f"{nav.max_off_walk_m}: a walk starting between the two would get neither the GPS leg "
                           "onto it nor an armed off-walk guard")
+    ui = cfg.ui
+    if ui.auth == "pin" and not (ui.pin.isdigit() and 4 <= len(ui.pin) <= 12):
+        raise ConfigError(f"{origin}: [ui] auth = 'pin' needs [ui] pin of 4-12 digits")
+    for o in ui.allowed_origins:
+        if not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+", o):
+            raise ConfigError(f"{origin}: [ui] allowed_origins: {o!r} is not scheme://host[:port]")
     for key, prompt in [("clip_prompt", cfg.models.clip_prompt)] + [
             (f"clip_prompt_ensemble[{i}]", p) for i, p in enumerate(cfg.models.clip_prompt_ensemble)]:
         if prompt.count("{}") != 1:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
-import itertools
+import secrets
 import logging
 import time
 from pathlib import Path
@@ -96,7 +96,6 @@ class MissionExecutive:
         self.plan: dict[str, Any] | None = None
         self.progress: dict[str, Any] = {}
         self.disengagements = 0
-        self._ids = itertools.count(1)
         self._nav_task: asyncio.Task | None = None
         self._nav = None  # the running (or last) route's navigator: its trace feeds the status
         self._walk_latlon: tuple | None = None
@@ -208,7 +207,7 @@ class MissionExecutive:
             except PlanningError as exc:
                 raise MissionError(str(exc)) from exc
             out = planned.describe(m)
-            out.update(grounding=info, start=s, instruction=instruction, id=next(self._ids),
+            out.update(grounding=info, start=s, instruction=instruction, id=secrets.token_hex(16),
                        start_localisation=self._start_info)
             walk = planned.result.nodes
             self.app.safety.set_geofence(m.nodes.lat_deg, m.nodes.lon_deg)
@@ -239,7 +238,8 @@ class MissionExecutive:
         return self.plan
 
     # -- driving --------------------------------------------------------------------------------------
-    async def go(self, plan_id: int) -> None:
+    async def go(self, plan_id: str) -> None:
+        """Drive the confirmed plan ``plan_id`` (its random 128-bit id: single use, a plan is driven once)."""
         if self.plan is None or self.state != "confirm" or plan_id != self.plan["id"]:
             raise MissionError("nothing to confirm: plan a route first")
         base = self.app.base

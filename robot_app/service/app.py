@@ -18,6 +18,7 @@ After any start the robot is idle: nothing resumes a route on its own. SIGTERM /
 from __future__ import annotations
 
 import asyncio
+import secrets
 import logging
 import math
 import signal
@@ -254,6 +255,8 @@ class App:
             from robot_app.camera import Camera
 
             self.camera = Camera(config.camera)
+        #: the touchscreen API's session token: [ui] token, else a new random one per start (robot_app.ui.server)
+        self.ui_token = config.ui.token or secrets.token_urlsafe(32)
         self.ui = None
         if config.ui.enabled:
             from robot_app.ui.server import UiServer, build_app

@@ -17,9 +17,18 @@ Endpoints (JSON unless noted):
 - ``POST /api/task/run`` ``{"goal": PDDL}`` a LASP task job; ``POST /api/task/answer``
   ``{"id": int, "done": bool, "observation": str}`` answers the robot's question; ``POST /api/task/stop``.
 
-Binding: 127.0.0.1 by default. On any other address a token is required (the server refuses to start
-without one) and every POST must carry it in ``X-Robot-Token``. Inputs are validated here; no endpoint
-takes a path or runs anything but these commands.
+Security (``[ui]``): every request's ``Host`` must name the UI's own address and port (loopback names on
+loopback, plus ``allowed_origins``' hosts), so DNS rebinding gets nothing; a request with an ``Origin``
+must come from an allowed origin (the UI's own, ``allowed_origins``), so another web page cannot drive
+the robot. Every command (POST) but STOP carries the session token in ``X-Robot-Token`` and a JSON body
+(``Content-Type: application/json``: no form post or "simple" cross-origin request gets through). The
+token is ``[ui] token``, else a new random one per start, written to ``[ui] secret_file`` (mode 0640,
+group ``secret_group``) for the kiosk, whose launcher passes it to the page (``/#token=...``); with
+``[ui] auth = "pin"`` the page gets it from ``POST /api/session {"pin": ...}`` (5 wrong tries lock it for
+30 s, doubling). STOP needs no token (one tap from the screen, never blocked); releasing it does. Away
+from loopback (a token is then required in the config) the reads need the token too (header, or the
+``robot_token`` cookie the page sets for its image tags). Plan ids are random (128 bits) and single-use.
+Inputs are validated here; no endpoint takes a path or runs anything but these commands.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import asyncio
 import hmac
 import json
 import logging
+import time
 from pathlib import Path
 
 from aiohttp import web
@@ -46,18 +56,99 @@ def _json_error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
+#: commands that need no session token: STOP (never blocked from the screen) and the PIN exchange
+NO_TOKEN = {"/api/stop", "/api/session"}
+
+
+class RequestGuard:
+    """The UI's request checks (module docstring): ``check(request)`` -> None (allowed) or (HTTP status,
+    reason)."""
+
+    def __init__(self, cfg, token: str):
+        self.cfg, self.token = cfg, token
+        self.loopback = cfg.host in LOOPBACK
+        names = {cfg.host} | ({"127.0.0.1", "localhost", "[::1]"} if self.loopback else set())
+        self._names = {n if not (":" in n and not n.startswith("[")) else f"[{n}]" for n in names}
+        self._extra_origins = {o.rstrip("/").lower() for o in cfg.allowed_origins}
+        self._extra_hosts = {o.split("://", 1)[1].lower() for o in self._extra_origins}
+        self.pin_failures, self.pin_locked_until, self.pin_lock_s = 0, 0.0, 30.0
+
+    def _port(self, request) -> int | None:
+        sock = request.transport.get_extra_info("sockname") if request.transport is not None else None
+        return int(sock[1]) if sock else None
+
+    def hosts(self, request) -> set[str]:
+        port = self._port(request)
+        own = {f"{n}:{port}".lower() for n in self._names} if port is not None else set()
+        if port == 80:
+            own |= {n.lower() for n in self._names}
+        return own | self._extra_hosts
+
+    def given_token(self, request) -> str:
+        return request.headers.get("X-Robot-Token") or request.cookies.get("robot_token", "")
+
+    def token_ok(self, request) -> bool:
+        return hmac.compare_digest(self.given_token(request).encode(), self.token.encode())
+
+    def check(self, request) -> tuple[int, str] | None:
+        hosts = self.hosts(request)
+        host = request.headers.get("Host", "").lower()
+        if host not in hosts:
+            return 403, f"Host {host!r} is not this robot's UI"
+        public = request.path == "/" or request.path.startswith("/static/")
+        if not public and request.headers.get("Sec-Fetch-Site") in ("cross-site", "same-site"):
+            return 403, "requests from other sites are not allowed"  # image tags and frames of another page
+        origin = request.headers.get("Origin")
+        if origin is not None:
+            o = origin.rstrip("/").lower()
+            if o not in {f"http://{h}" for h in hosts} | {f"https://{h}" for h in hosts} | self._extra_origins:
+                return 403, f"requests from {origin!r} are not allowed"
+        if request.method == "POST":
+            if request.path in NO_TOKEN:
+                return None
+            if request.content_type != "application/json":
+                return 415, "commands must be application/json"
+            if not self.token_ok(request):
+                return 401, "missing or wrong X-Robot-Token (the session token)"
+            return None
+        if request.method not in ("GET", "HEAD"):
+            return 405, f"method {request.method} not allowed"
+        if not self.loopback and not public and not self.token_ok(request):
+            return 401, "missing or wrong session token"
+        return None
+
+    def pin(self, given, now: float) -> tuple[int, str] | None:
+        """The PIN exchange: None when ``given`` is the PIN, else (status, reason); rate-limited."""
+        cfg = self.cfg
+        if cfg.auth != "pin":
+            return 404, "[ui] auth is not 'pin'"
+        if now < self.pin_locked_until:
+            return 429, f"too many wrong PINs: try again in {self.pin_locked_until - now:.0f} s"
+        if isinstance(given, str) and hmac.compare_digest(given.encode(), cfg.pin.encode()):
+            self.pin_failures, self.pin_lock_s = 0, 30.0
+            return None
+        self.pin_failures += 1
+        if self.pin_failures >= 5:
+            self.pin_locked_until, self.pin_failures = now + self.pin_lock_s, 0
+            self.pin_lock_s *= 2.0
+        return 403, "wrong PIN"
+
+
 def build_app(robot) -> web.Application:
     """The aiohttp application for a running :class:`robot_app.service.app.App` (``robot``)."""
     cfg = robot.config.ui
     if cfg.host not in LOOPBACK and not cfg.token:
-        raise UiConfigError(f"[ui] host {cfg.host!r} is not loopback: set [ui] token so commands need it")
+        raise UiConfigError(f"[ui] host {cfg.host!r} is not loopback: set [ui] token so commands and reads need it")
+
+    guard = RequestGuard(cfg, robot.ui_token)
 
     @web.middleware
     async def auth(request: web.Request, handler):
-        if request.method == "POST" and cfg.token:
-            given = request.headers.get("X-Robot-Token", "")
-            if not hmac.compare_digest(given, cfg.token):
-                return _json_error(403, "missing or wrong X-Robot-Token")
+        refused_why = guard.check(request)
+        if refused_why is not None:
+            status, message = refused_why
+            log.warning("UI: refused %s %s from %s: %s", request.method, request.path, request.remote, message)
+            return _json_error(status, message)
         return await handler(request)
 
     from robot_app.mission import MissionError
@@ -127,6 +218,13 @@ def build_app(robot) -> web.Application:
             return _json_error(404, f"node {node} has no image")
         return web.Response(body=imgs[0], content_type="image/jpeg")
 
+    async def session(request):
+        body = await _body(request)
+        refused_pin = guard.pin(body.get("pin"), time.monotonic())
+        if refused_pin is not None:
+            return _json_error(*refused_pin)
+        return web.json_response({"token": robot.ui_token})
+
     async def stop(request):
         mission.stop("operator STOP (touchscreen)")
         return web.json_response(robot.status_dict())
@@ -138,7 +236,7 @@ def build_app(robot) -> web.Application:
     async def _body(request) -> dict:
         try:
             body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             raise web.HTTPBadRequest(text=json.dumps({"error": "body must be JSON"}), content_type="application/json")
         if not isinstance(body, dict):
             raise web.HTTPBadRequest(text=json.dumps({"error": "body must be a JSON object"}),
@@ -158,8 +256,8 @@ def build_app(robot) -> web.Application:
     async def go(request):
         body = await _body(request)
         plan_id = body.get("plan_id")
-        if not isinstance(plan_id, int) or isinstance(plan_id, bool):
-            return _json_error(400, "plan_id must be an integer")
+        if not isinstance(plan_id, str) or len(plan_id) > 64:
+            return _json_error(400, "plan_id must be the plan's id (a string)")
         await mission.go(plan_id)
         return web.json_response(robot.status_dict())
 
@@ -223,10 +321,41 @@ def build_app(robot) -> web.Application:
     app.router.add_get("/api/map", map_info)
     app.router.add_get("/api/map/image/{node}", map_image)
     app.router.add_post("/api/stop", stop)
+    app.router.add_post("/api/session", session)
     app.router.add_post("/api/release", release)
     app.router.add_post("/api/route/plan", plan)
     app.router.add_post("/api/route/go", go)
     return app
+
+
+def write_secret(cfg, token: str) -> Path | None:
+    """Write the session token to ``[ui] secret_file`` (mode 0640, group ``secret_group`` when it exists),
+    atomically, for the kiosk's launcher. Returns the path, or None (logged) when it cannot be written:
+    the page then needs the PIN (``[ui] auth = "pin"``) or the token typed into its URL."""
+    import grp
+    import os
+
+    if not cfg.secret_file:
+        return None
+    path = Path(cfg.secret_file)
+    tmp = path.with_name(path.name + ".partial")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
+        if cfg.secret_group:
+            try:
+                os.chown(tmp, -1, grp.getgrnam(cfg.secret_group).gr_gid)
+            except (KeyError, PermissionError) as exc:
+                log.info("UI: secret file %s not given to group %r (%s)", path, cfg.secret_group, exc)
+        os.chmod(tmp, 0o640)
+        os.replace(tmp, path)
+        return path
+    except OSError as exc:
+        log.warning("UI: cannot write the session token to [ui] secret_file %s (%s): the kiosk page will need "
+                    "the PIN ([ui] auth = 'pin') or [ui] token", path, exc)
+        return None
 
 
 class UiServer:
@@ -240,6 +369,7 @@ class UiServer:
 
     async def run(self) -> None:
         cfg = self.robot.config.ui
+        write_secret(cfg, self.robot.ui_token)
         runner = web.AppRunner(build_app(self.robot), access_log=None, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, cfg.host, cfg.port)

@@ -50,7 +50,7 @@ def test_operator_plans_drives_and_stops_from_the_touchscreen(tmp_path, route_se
                         page = await browser.new_page(viewport={"width": 1280, "height": 800})
                         errors = []
                         page.on("pageerror", lambda exc: errors.append(str(exc)))
-                        await page.goto(url)
+                        await page.goto(url + f"#token={app.ui_token}")  # as the kiosk launcher opens it
                         await page.wait_for_function("document.getElementById('st-link').textContent === 'MCU link'")
                         await page.wait_for_function("document.getElementById('st-gps').textContent.startsWith('GPS')")
                         # route from words: parsed landmarks with the chosen node images, Go only after that
@@ -121,3 +121,92 @@ def test_operator_plans_drives_and_stops_from_the_touchscreen(tmp_path, route_se
 
     asyncio.run(main_())
     assert (ARTIFACTS / "stopped-800x480.png").stat().st_size > 5000
+
+
+EVIL_PAGE = """<!DOCTYPE html><html><body><script>
+const robot = "ROBOT";
+const out = {};
+async function attempt(name, fn) {
+  try { const r = await fn(); out[name] = r && r.status !== undefined ? r.status : String(r); }
+  catch (e) { out[name] = "blocked: " + e.name; }
+}
+(async () => {
+  // "simple" cross-origin requests: no preflight, the response is never read
+  await attempt("release", () => fetch(robot + "/api/release", {method: "POST", mode: "no-cors",
+      headers: {"Content-Type": "text/plain"}, body: "{}"}));
+  await attempt("plan", () => fetch(robot + "/api/route/plan", {method: "POST", mode: "no-cors",
+      headers: {"Content-Type": "text/plain"}, body: JSON.stringify({goal: 1})}));
+  await attempt("go", () => fetch(robot + "/api/route/go", {method: "POST", mode: "no-cors",
+      headers: {"Content-Type": "text/plain"}, body: JSON.stringify({plan_id: "0"})}));
+  // a JSON request needs a CORS preflight the robot never grants
+  await attempt("release-json", () => fetch(robot + "/api/release", {method: "POST",
+      headers: {"Content-Type": "application/json"}, body: "{}"}));
+  await attempt("status-read", () => fetch(robot + "/api/status").then(r => r.json()));
+  // an image tag for the camera frame and a map image
+  for (const [name, path] of [["frame", "/api/camera/latest"], ["map-image", "/api/map/image/0"]]) {
+    out[name] = await new Promise((res) => { const i = new Image(); i.onload = () => res("loaded");
+      i.onerror = () => res("error"); i.src = robot + path; });
+  }
+  // a form post (the JSON-CSRF trick: text/plain encoding) into a hidden frame
+  const f = document.createElement("form");
+  f.method = "POST"; f.action = robot + "/api/release"; f.enctype = "text/plain"; f.target = "sink";
+  const inp = document.createElement("input"); inp.name = '{"x":"'; inp.value = '"}'; f.append(inp);
+  const sink = document.createElement("iframe"); sink.name = "sink"; document.body.append(sink, f);
+  f.submit();
+  await new Promise((res) => setTimeout(res, 1500));
+  window.result = out;
+})();
+</script></body></html>"""
+
+
+def test_a_page_from_another_origin_cannot_release_plan_go_or_read_frames(tmp_path, route_setup):  # noqa: F811
+    """Another web page (here served from another port of the same machine, in the same browser) tries
+    the robot's API: fetch without preflight, a JSON fetch, a read, image tags, a form post. None of it
+    changes the robot's state or reads a frame: the STOP stays latched, no route is planned."""
+    from aiohttp import web
+    from playwright.async_api import async_playwright
+
+    async def main_():
+        ports = tmp_path / "ports"
+        ports.mkdir()
+        async with SimulatedDevices(ports, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
+            cfg = dataclasses.replace(route_setup, serial=dataclasses.replace(route_setup.serial,
+                                                                              base_port=str(sim.ports["jackal"])))
+            app = App(cfg)
+            task = asyncio.ensure_future(app.run())
+            evil = web.Application()
+            runner = None
+            try:
+                await app.base.wait_connected(10.0)
+                while not app.ui.port:
+                    await asyncio.sleep(0.05)
+                app.mission.stop("test: latched before the attack")
+                robot = f"http://127.0.0.1:{app.ui.port}"
+                page_html = EVIL_PAGE.replace("ROBOT", robot)
+                evil.router.add_get("/", lambda request: web.Response(text=page_html, content_type="text/html"))
+                runner = web.AppRunner(evil)
+                await runner.setup()
+                site = web.TCPSite(runner, "127.0.0.1", 0)
+                await site.start()
+                evil_url = f"http://localhost:{runner.addresses[0][1]}/"
+                async with async_playwright() as pw:
+                    browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+                    try:
+                        page = await browser.new_page()
+                        await page.goto(evil_url)
+                        await page.wait_for_function("window.result !== undefined", timeout=20000)
+                        result = await page.evaluate("window.result")
+                    finally:
+                        await browser.close()
+                return result, app.commands.stop_reason, app.mission.plan, app.mission.state
+            finally:
+                if runner is not None:
+                    await runner.cleanup()
+                app.request_stop()
+                await asyncio.wait_for(task, 10.0)
+
+    result, stop_reason, plan, state = asyncio.run(main_())
+    assert stop_reason is not None and state == "stopped"  # still latched: no release got through
+    assert plan is None  # no route planned (so none to go)
+    assert result["release-json"].startswith("blocked") and result["status-read"].startswith("blocked")
+    assert result["frame"] == "error" and result["map-image"] == "error"

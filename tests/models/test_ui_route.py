@@ -34,7 +34,7 @@ def route_setup(tmp_path, clip_export_dir, capsys):
     return dataclasses.replace(
         base, paths=dataclasses.replace(base.paths, models_dir=str(models), logs_dir=str(tmp_path / "logs")),
         mission=dataclasses.replace(base.mission, map_file=str(tmp_path / "m.map"), max_v_mps=0.8),
-        ui=dataclasses.replace(base.ui, port=0), llm=dataclasses.replace(base.llm, landmark_parser="rules"))
+        ui=dataclasses.replace(base.ui, port=0, secret_file=""), llm=dataclasses.replace(base.llm, landmark_parser="rules"))
 
 
 def test_plan_confirm_drive_and_stop_through_the_api(tmp_path, route_setup):
@@ -53,13 +53,13 @@ def test_plan_confirm_drive_and_stop_through_the_api(tmp_path, route_setup):
                         break
                     await asyncio.sleep(0.1)
                 url = f"http://127.0.0.1:{app.ui.port}"
-                async with aiohttp.ClientSession() as http:
+                async with aiohttp.ClientSession(headers={"X-Robot-Token": app.ui_token}) as http:
                     page = await (await http.get(url + "/")).text()
                     assert "STOP" in page and "/static/app.js" in page
                     st = await (await http.get(url + "/api/status")).json()
                     assert st["mcu_link"] and st["mission"]["state"] == "idle" and st["gps"]["quality"] >= 1
                     # nothing to confirm yet
-                    r = await http.post(url + "/api/route/go", json={"plan_id": 1})
+                    r = await http.post(url + "/api/route/go", json={"plan_id": "0" * 32})
                     assert r.status == 409 and "plan a route first" in (await r.json())["error"]
                     r = await http.post(url + "/api/route/plan",
                                         json={"instruction": "Go past the red house, then stop at the blue car."})
@@ -75,8 +75,11 @@ def test_plan_confirm_drive_and_stop_through_the_api(tmp_path, route_setup):
                     r = await http.post(url + "/api/route/plan", json={"goal": n_nodes - 1})
                     plan = await r.json()
                     assert r.status == 200 and plan["nodes"][0] == 0 and plan["nodes"][-1] == n_nodes - 1
+                    assert isinstance(plan["id"], str) and len(plan["id"]) == 32  # 128 random bits, hex
                     r = await http.post(url + "/api/route/go", json={"plan_id": plan["id"]})
                     assert r.status == 200
+                    again = await http.post(url + "/api/route/go", json={"plan_id": plan["id"]})
+                    assert again.status == 409  # single use: the plan is being driven
                     moved = False
                     for _ in range(60):
                         await asyncio.sleep(0.1)
@@ -99,11 +102,16 @@ def test_plan_confirm_drive_and_stop_through_the_api(tmp_path, route_setup):
                     replanned = app.mission.progress["replanned_walk"]
                     assert replanned[-1] == n_nodes - 1 and len(lat) == len(replanned)
                     assert 0 <= replanned[0] <= 3  # the node nearest the robot, a few metres along the drive
-                    r = await http.post(url + "/api/release")
+                    r = await http.post(url + "/api/release", json={})
                     assert r.status == 200 and not (await r.json())["estop_latched"]
                     # bad input is refused, not run
-                    assert (await http.post(url + "/api/route/plan", data=b"not json")).status == 400
-                    assert (await http.post(url + "/api/route/go", json={"plan_id": "1"})).status == 400
+                    assert (await http.post(url + "/api/route/plan", data=b"not json",
+                                            headers={"Content-Type": "application/json"})).status == 400
+                    assert (await http.post(url + "/api/route/plan", data=b"not json")).status == 415  # not JSON
+                    assert (await http.post(url + "/api/route/go", json={"plan_id": 1})).status == 400
+                    nested = b"[" * 20000 + b"]" * 20000  # deeply nested: 400, not a RecursionError
+                    assert (await http.post(url + "/api/route/plan", data=nested,
+                                            headers={"Content-Type": "application/json"})).status == 400
                     # bad values get 400 with the reason; what the robot's state refuses gets 409
                     r = await http.post(url + "/api/route/plan", json={"instruction": "x" * 501})
                     assert r.status == 400 and "1 to 500 characters" in (await r.json())["error"]
@@ -140,9 +148,12 @@ def test_commands_need_the_token_when_one_is_set(route_setup):
                 await asyncio.sleep(0.05)
             url = f"http://127.0.0.1:{app.ui.port}"
             async with aiohttp.ClientSession() as http:
-                assert (await http.post(url + "/api/stop")).status == 403
-                assert (await http.post(url + "/api/stop", headers={"X-Robot-Token": "wrong"})).status == 403
-                assert (await http.post(url + "/api/stop", headers={"X-Robot-Token": "s3cret"})).status == 200
+                assert app.ui_token == "s3cret"  # [ui] token replaces the per-start random one
+                assert (await http.post(url + "/api/release", json={})).status == 401
+                assert (await http.post(url + "/api/release", json={}, headers={"X-Robot-Token": "wrong"})).status == 401
+                r = await http.post(url + "/api/release", json={}, headers={"X-Robot-Token": "s3cret"})
+                assert r.status not in (401, 403, 415)  # accepted (the base is not connected: 400/409)
+                assert (await http.post(url + "/api/stop")).status == 200  # STOP: never blocked
                 assert (await http.get(url + "/api/status")).status == 200
         finally:
             app.request_stop()

@@ -27,7 +27,7 @@ def _follow(tmp_path, walk_enu, **nav_kwargs):
             base = Config()
             cfg = dataclasses.replace(base, serial=dataclasses.replace(base.serial, base_port=str(sim.ports["jackal"])),
                                       paths=dataclasses.replace(base.paths, models_dir=str(tmp_path / "none")),
-                                      ui=dataclasses.replace(base.ui, port=0))
+                                      ui=dataclasses.replace(base.ui, port=0, secret_file=""))
             app = App(cfg)
             task = asyncio.ensure_future(app.run())
             try:

@@ -47,7 +47,7 @@ def test_record_drive_build_map_and_plan_on_it(tmp_path):
                 paths=dataclasses.replace(base.paths, models_dir=str(tmp_path / "models"),
                                           logs_dir=str(tmp_path / "logs"), maps_dir=str(tmp_path / "maps")),
                 camera=dataclasses.replace(base.camera, source=str(video), fps=15.0),
-                ui=dataclasses.replace(base.ui, port=0))
+                ui=dataclasses.replace(base.ui, port=0, secret_file=""))
             app = App(cfg)
             task = asyncio.ensure_future(app.run())
             try:
@@ -55,7 +55,7 @@ def test_record_drive_build_map_and_plan_on_it(tmp_path):
                 while not app.ui.port or app.camera.latest is None:
                     await asyncio.sleep(0.05)
                 url = f"http://127.0.0.1:{app.ui.port}"
-                async with aiohttp.ClientSession() as http:
+                async with aiohttp.ClientSession(headers={"X-Robot-Token": app.ui_token}) as http:
                     frame = await http.get(url + "/api/camera/latest")
                     assert frame.status == 200 and (await frame.read())[:2] == b"\xff\xd8"
                     assert (await http.post(url + "/api/record/start", json={"name": "../etc"})).status == 400
@@ -68,7 +68,7 @@ def test_record_drive_build_map_and_plan_on_it(tmp_path):
                         app.commands.submit(Source.TELEOP, 1.5, 0.0, sender="test")
                         await asyncio.sleep(0.05)
                     app.commands.release(Source.TELEOP)
-                    stopped = await (await http.post(url + "/api/record/stop")).json()
+                    stopped = await (await http.post(url + "/api/record/stop", json={})).json()
                     assert stopped["log"] == "drive1" and stopped["frames"] >= 20
                     assert (await http.post(url + "/api/map/build", json={"logs": ["nope"]})).status == 400
                     assert (await http.post(url + "/api/map/build", json={"logs": ["drive1"]})).status == 200

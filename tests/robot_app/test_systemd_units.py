@@ -16,8 +16,21 @@ def test_service_unit_declares_notify_watchdog_and_hardening():
     text = (UNITS / "robot-app.service").read_text()
     for line in ("Type=notify", "WatchdogSec=", "Restart=on-failure", "NoNewPrivileges=yes", "ProtectSystem=strict",
                  "PrivateTmp=yes", "SupplementaryGroups=dialout video input", "CacheDirectory=robot-app",
-                 "NUMBA_CACHE_DIR=/var/cache/robot-app/numba", " run"):
+                 "NUMBA_CACHE_DIR=/var/cache/robot-app/numba", " run", "RuntimeDirectory=robot-app",
+                 "RuntimeDirectoryMode=0750"):
         assert line in text, line
+
+
+def test_kiosk_unit_passes_the_session_secret_to_the_page():
+    """The kiosk reads the per-start session token ([ui] secret_file's default) into the page's URL fragment,
+    waits for it, and restarts with the service (a new token each start)."""
+    from robot_app.config import Config
+
+    text = (UNITS / "robot-app-kiosk.service").read_text()
+    secret = Config().ui.secret_file
+    assert secret == "/run/robot-app/ui-secret"
+    assert f"#token=$(cat {secret})" in text and f"[ -s {secret} ]" in text
+    assert "PartOf=robot-app.service" in text.split("[Service]")[0]
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not on this machine")

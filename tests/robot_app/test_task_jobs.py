@@ -40,7 +40,7 @@ def task_app_config(tmp_path, capsys):
         base, paths=dataclasses.replace(base.paths, models_dir=str(tmp_path / "none"), logs_dir=str(tmp_path / "logs")),
         mission=dataclasses.replace(base.mission, map_file=str(tmp_path / "m.map"), max_v_mps=1.5, goal_radius_m=0.8,
                                     places=["depot=0", "yard=3", "site-b=2", "site-c=1"]),
-        ui=dataclasses.replace(base.ui, port=0))
+        ui=dataclasses.replace(base.ui, port=0, secret_file=""))
 
 
 async def _wait(http, url, pred, timeout_s):
@@ -66,7 +66,7 @@ def test_task_job_drives_inspects_and_asks_the_operator(tmp_path, task_app_confi
                 while not app.ui.port:
                     await asyncio.sleep(0.05)
                 url = f"http://127.0.0.1:{app.ui.port}"
-                async with aiohttp.ClientSession() as http:
+                async with aiohttp.ClientSession(headers={"X-Robot-Token": app.ui_token}) as http:
                     await _wait(http, url, lambda s: s["gps"] is not None, 10)
                     assert (await http.post(url + "/api/task/run", json={"goal": "(inspected yard"})).status == 400
                     r = await http.post(url + "/api/task/run", json={"goal": "(and (inspected yard) (at jackal depot))"})

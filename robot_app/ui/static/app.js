@@ -8,10 +8,40 @@ let startNode = null;    // chosen on the map with "Set start"; null = nearest n
 let pickingStart = false;
 const thumbs = {};      // node id -> Image of its first map image
 
-async function post(path, body) {
-  const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
+// The session token (robot_app/ui/server.py): the kiosk launcher opens /#token=..., read once here and kept
+// for this tab (sessionStorage) and as a same-site cookie for image reads; with [ui] auth = "pin" the
+// operator types the PIN when a command is refused for want of it.
+let token = sessionStorage.getItem("robot_token") || "";
+(function takeTokenFromUrl() {
+  const m = location.hash.match(/token=([A-Za-z0-9_\-]+)/);
+  if (m) {
+    token = m[1];
+    history.replaceState(null, "", location.pathname);  // not left in the address bar or the history
+  }
+  if (token) {
+    sessionStorage.setItem("robot_token", token);
+    document.cookie = `robot_token=${token}; SameSite=Strict; path=/`;
+  }
+})();
+
+async function askPin() {
+  const pin = window.prompt("PIN for this robot");
+  if (!pin) return false;
+  const r = await fetch("/api/session", { method: "POST", headers: { "Content-Type": "application/json" },
+                                          body: JSON.stringify({ pin }) });
+  const data = await r.json().catch(() => ({}));
+  if (!r.ok || !data.token) { $("message").textContent = data.error || "wrong PIN"; return false; }
+  token = data.token;
+  sessionStorage.setItem("robot_token", token);
+  document.cookie = `robot_token=${token}; SameSite=Strict; path=/`;
+  return true;
+}
+
+async function post(path, body, retried) {
+  const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json", "X-Robot-Token": token },
                                 body: JSON.stringify(body || {}) });
   const data = await r.json().catch(() => ({ error: "bad reply" }));
+  if (r.status === 401 && !retried && await askPin()) return post(path, body, true);
   if (!r.ok) throw new Error(data.error || r.statusText);
   return data;
 }
