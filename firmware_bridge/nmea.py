@@ -12,8 +12,11 @@ rather than trusting pynmea2's lenient properties (an empty latitude there reads
 raises on input: every non-empty line is either decoded, ignored (valid but carrying no fix data, e.g.
 GSV) or counted in :attr:`NmeaStats.bad` by reason and logged at a limited rate.
 
-Fix assembly: a GGA with quality > 0 is a fix; RMC with status A is a fix only on streams that carry
-no GGA (e.g. the Jackal MCU's RMC-only topic), from the second RMC on (the first one cannot tell).
+Fix assembly: a GGA with quality 1-6 is a fix (0 invalid, 7 manual input, 8 simulator and anything
+else are not: NMEA 0183 v4.11 GGA quality field); a GNS (GNSS-only receivers) whose mode indicator has
+a valid mode for some constellation is a fix on streams without GGA; RMC with status A and a valid mode
+(not N not valid, M manual or S simulator) is a fix only on streams that carry neither GGA nor GNS (e.g.
+the Jackal MCU's RMC-only topic), from the second RMC on (the first one cannot tell).
 Speed/course (RMC, VTG), GST error estimates and HDT heading received within ``max_age_s`` are
 attached to the next fix.
 """
@@ -44,6 +47,15 @@ MAX_LINE = 200  # NMEA 0183 allows 82 characters; some receivers exceed it, none
 # Horizontal 1-sigma error per GGA quality, multiplied by HDOP when no GST is available
 # (nmea_navsat_driver defaults: epe_quality1 = 4.0 m, 2 = 0.1 m, 4 = 0.02 m, 5 = 4.0 m, 9 = 3.0 m).
 _EPE_BY_QUALITY = {1: 4.0, 2: 0.1, 3: 4.0, 4: 0.02, 5: 4.0, 6: 10.0, 9: 3.0}
+
+#: GGA quality values that are a fix (NMEA 0183 v4.11: 1 GPS, 2 DGPS, 3 PPS, 4 RTK fixed, 5 RTK float,
+#: 6 estimated / dead reckoning; 0 invalid, 7 manual input, 8 simulator are not)
+GGA_FIX_QUALITIES = frozenset({1, 2, 3, 4, 5, 6})
+#: RMC / GNS mode indicators that are not a fix (N not valid, M manual input, S simulator)
+NOT_VALID_MODES = frozenset("NMS")
+# GNS mode character -> the GGA quality it corresponds to (A autonomous, D differential, P precise,
+# R RTK fixed, F RTK float, E estimated)
+_GNS_QUALITY = {"A": 1, "D": 2, "P": 3, "R": 4, "F": 5, "E": 6}
 
 _TIME_RE = re.compile(r"^(\d{2})(\d{2})(\d{2})(?:\.(\d{1,6}))?$")
 _DATE_RE = re.compile(r"^(\d{2})(\d{2})(\d{2})$")
@@ -83,8 +95,9 @@ class NmeaStats:
 class LineSplitter:
     """Split a byte stream into lines (LF, CR LF or CR), keeping the unfinished tail between calls.
 
-    A tail longer than ``max_line`` bytes without a line end is dropped (counted in ``overlong``) so
-    a stream of garbage cannot grow the buffer without bound.
+    A tail longer than ``max_line`` bytes without a line end is cut to its last ``$`` (the start of the
+    sentence that may follow the noise, whatever the read boundaries) or dropped (counted in
+    ``overlong``), so a stream of garbage cannot grow the buffer without bound.
     """
 
     def __init__(self, *, max_line: int = MAX_LINE) -> None:
@@ -97,7 +110,9 @@ class LineSplitter:
         parts = re.split(rb"\r\n|\r|\n", buf)
         self._tail = parts.pop()
         if len(self._tail) > self._max:
-            self._tail = b""
+            # keep what may be the start of a sentence (from its last "$"), wherever the read ended
+            start = self._tail.rfind(b"$")
+            self._tail = self._tail[start:] if start >= 0 and len(self._tail) - start <= self._max else b""
             self.overlong += 1
         return [p for p in parts if p]
 
@@ -181,6 +196,7 @@ class NmeaDecoder:
         self._log_interval = log_interval_s
         self._splitter = LineSplitter()
         self._gga_seen = False
+        self._gns_seen = False
         self._rmc_seen = False
         self._date: _dt.date | None = None
         self._date_time: _dt.time | None = None  # time of day of the sentence that gave the date
@@ -275,7 +291,12 @@ class NmeaDecoder:
             raise _FieldError("GGA truncated before the quality field")
         quality = int(_float(r(msg, "gps_qual"), "quality"))
         sats = int(_float(r(msg, "num_sats"), "satellites")) if r(msg, "num_sats") else None
-        if quality == 0 or not r(msg, "lat") or not r(msg, "lon"):
+        if not 0 <= quality <= 9:
+            raise _FieldError(f"GGA quality {quality} is not one of 0-9")
+        if quality not in GGA_FIX_QUALITIES:  # 0 invalid, 7 manual input, 8 simulator, 9 (non-standard)
+            self.stats.no_fix += 1
+            return GpsNoFix(t, utc_time, "GGA", sats)
+        if not r(msg, "lat") or not r(msg, "lon"):
             self.stats.no_fix += 1
             return GpsNoFix(t, utc_time, "GGA", sats)
         lat = _degrees(r(msg, "lat"), r(msg, "lat_dir"), lat=True)
@@ -289,13 +310,14 @@ class NmeaDecoder:
         utc_time = _parse_time(r(msg, "timestamp")) if r(msg, "timestamp") else None
         if r(msg, "datestamp"):
             self._set_date(_parse_date(r(msg, "datestamp")), utc_time)
-        if r(msg, "status") != "A":
+        mode = r(msg, "mode_indicator")
+        if r(msg, "status") != "A" or (mode and mode[0] in NOT_VALID_MODES):
             self.stats.no_fix += 1
             return GpsNoFix(t, utc_time, "RMC")
         speed = _opt_float(r(msg, "spd_over_grnd"), "speed")
         course = _opt_float(r(msg, "true_course"), "course")
         self._motion = (t, None if speed is None else speed * KNOT_MPS, course)
-        rmc_only, self._rmc_seen = self._rmc_seen and not self._gga_seen, True
+        rmc_only, self._rmc_seen = self._rmc_seen and not self._gga_seen and not self._gns_seen, True
         if not rmc_only:  # a GGA stream, or too early to tell (the GGA of this epoch may follow)
             self.stats.ignored += 1
             return None
@@ -303,6 +325,28 @@ class NmeaDecoder:
         lon = _degrees(r(msg, "lon"), r(msg, "lon_dir"), lat=False)
         quality = 2 if r(msg, "mode_indicator") == "D" else 1
         return self._fix(t, lat, lon, None, quality, None, None, utc_time, "RMC", msg.talker)
+
+    def _gns(self, msg, t: float):
+        """GNS (NMEA 0183 v3+): the fix sentence of GNSS-only receivers; its mode indicator has one
+        character per constellation (GPS, GLONASS, Galileo, BeiDou, ...)."""
+        r = self._raw
+        self._gns_seen = True
+        utc_time = _parse_time(r(msg, "timestamp")) if r(msg, "timestamp") else None
+        modes = r(msg, "mode_indicator").upper()
+        sats = int(_float(r(msg, "num_sats"), "satellites")) if r(msg, "num_sats") else None
+        valid = [c for c in modes if c not in NOT_VALID_MODES]
+        if self._gga_seen:  # the GGA of the epoch carries the fix: no second one
+            self.stats.ignored += 1
+            return None
+        if not valid or not r(msg, "lat") or not r(msg, "lon"):
+            self.stats.no_fix += 1
+            return GpsNoFix(t, utc_time, "GNS", sats)
+        quality = max(_GNS_QUALITY.get(c, 1) for c in valid)
+        lat = _degrees(r(msg, "lat"), r(msg, "lat_dir"), lat=True)
+        lon = _degrees(r(msg, "lon"), r(msg, "lon_dir"), lat=False)
+        hdop = _opt_float(r(msg, "hdop"), "hdop")
+        alt = _opt_float(r(msg, "altitude"), "altitude")
+        return self._fix(t, lat, lon, alt, quality, sats, hdop, utc_time, "GNS", msg.talker)
 
     def _vtg(self, msg, t: float):
         r = self._raw
@@ -383,5 +427,5 @@ class NmeaDecoder:
         return None
 
 
-_HANDLERS = {"GGA": NmeaDecoder._gga, "RMC": NmeaDecoder._rmc, "VTG": NmeaDecoder._vtg,
+_HANDLERS = {"GGA": NmeaDecoder._gga, "GNS": NmeaDecoder._gns, "RMC": NmeaDecoder._rmc, "VTG": NmeaDecoder._vtg,
              "GST": NmeaDecoder._gst, "HDT": NmeaDecoder._hdt, "ZDA": NmeaDecoder._zda}

@@ -38,9 +38,12 @@ TOPIC_TIME = 10
 TOPIC_TX_STOP = 11
 FIRST_USER_TOPIC = 100
 
-# rosserial_server's receive buffer is 1023 bytes; allow larger payloads up to this bound before a
-# length field is treated as corrupt (resync).
-MAX_PAYLOAD_BYTES = 4096
+# A length field above this is corrupt (resync at once, no waiting for the bytes it claims): the largest
+# Jackal message is sensor_msgs/Imu with its three covariances, 320 bytes with frame_id "imu_link";
+# TopicInfo, jackal_msgs Status/Feedback, nmea_msgs/Sentence and log lines are shorter (JACKAL_PROTOCOL.md
+# "Topics"); 512 leaves room for longer frame ids and log lines. (rosserial_server's receive buffer is
+# 1023 bytes.) A false header below it holds the link for at most 512 bytes, 44 ms at 115200 baud.
+MAX_PAYLOAD_BYTES = 512
 
 _HEADER = 7  # FF FE lenLo lenHi lenChk topicLo topicHi
 

@@ -135,3 +135,16 @@ def test_fuzz_roundtrip_any_chunking(frames, chunk):
     for i in range(0, len(wire), chunk):
         got += dec.feed(wire[i:i + chunk])
     assert got == [Frame(t, p) for t, p in frames]
+
+
+def test_a_false_header_claiming_4000_bytes_does_not_hold_the_link():
+    """A corrupt header whose length (with a valid length checksum) claims 4000 bytes, then a real frame:
+    the real frame decodes from the bytes already read, with nothing more on the wire."""
+    n = 4000
+    lo, hi = n & 0xFF, n >> 8
+    false_header = bytes((0xFF, 0xFE, lo, hi, 255 - ((lo + hi) % 256), 0x64, 0x00))
+    dec = FrameDecoder()
+    out = dec.feed(false_header + encode_frame(101, b"feedback"))
+    assert [(f.topic_id, f.payload) for f in out] == [(101, b"feedback")]
+    assert dec.stats.errors["oversize"] == 1 and dec.buffered == 0
+    assert MAX_PAYLOAD_BYTES >= 320  # the largest Jackal message (sensor_msgs/Imu) still fits
