@@ -221,7 +221,11 @@ class LaspRun:
         return None
 
     def _execute(self, plan) -> Failure | None:
-        for step in plan[: self.config.max_plan_steps]:
+        """Execute ``plan``: the first failure, or None when every step succeeded. A plan longer than
+        ``max_plan_steps`` stops the run after that many steps with its own result ("step limit
+        reached"), never a diagnosis."""
+        cap = self.config.max_plan_steps
+        for step in plan[:cap]:
             out = self.env.execute(step)
             if not out.ok:
                 err = Failure(step, out.observation)
@@ -232,6 +236,8 @@ class LaspRun:
             self.history.append((step, self.belief))
             self.belief = self.knowledge.apply(step.name, step.args, self.belief)
             self._log("execute", step=str(step), ok=True)
+        if len(plan) > cap:
+            raise _Stop(f"step limit reached, {cap} steps (the plan has {len(plan)}; [lasp] max_plan_steps)")
         return None
 
     def _context(self, error: Failure) -> DiagnosisContext:

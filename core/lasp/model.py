@@ -113,6 +113,53 @@ def describe_name(name: str) -> str:
     return " ".join(w for w in re.split(r"[-_\s]+", name) if w)
 
 
+_SECTION_ORDER = (":requirements", ":types", ":constants", ":predicates", ":functions")
+
+
+def canonical_domain_order(domain_text: str) -> str:
+    """``domain_text`` with its declaration sections in the order unified-planning's reader expects
+    (``:requirements :types :constants :predicates :functions``, then the actions as they were): PDDL
+    itself does not fix that order, and a domain declaring ``:functions`` before ``:predicates`` is valid.
+    Text it cannot split into balanced top-level sections is returned unchanged (the reader then says
+    what is wrong)."""
+    spans, depth, start, i, n = [], 0, None, 0, len(domain_text)
+    define_open = None
+    while i < n:
+        c = domain_text[i]
+        if c == ";":  # a comment to the end of the line
+            j = domain_text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        if c == "(":
+            depth += 1
+            if depth == 1:
+                define_open = i
+            elif depth == 2:
+                start = i
+        elif c == ")":
+            if depth == 2 and start is not None:
+                spans.append((start, i + 1))
+                start = None
+            depth -= 1
+            if depth < 0:
+                return domain_text
+        i += 1
+    if depth != 0 or define_open is None or not spans:
+        return domain_text
+
+    def key(k_span):
+        k, (a, b) = k_span
+        head = domain_text[a + 1:b].split(None, 1)[0].lower() if domain_text[a + 1:b].split() else ""
+        return (_SECTION_ORDER.index(head), k) if head in _SECTION_ORDER else (len(_SECTION_ORDER) if head != "domain"
+                                                                               else -1, k)
+
+    ordered = [span for _k, span in sorted(enumerate(spans), key=key)]
+    if ordered == spans:
+        return domain_text
+    body = "\n  ".join(domain_text[a:b] for a, b in ordered)
+    return domain_text[:spans[0][0]] + body + domain_text[spans[-1][1]:]
+
+
 class Task:
     """A PDDL planning task (domain + problem) held as a unified-planning ``Problem``.
 
@@ -141,7 +188,7 @@ class Task:
         from unified_planning.io import PDDLReader
 
         try:
-            problem = PDDLReader().parse_problem_string(domain_text, problem_text)
+            problem = PDDLReader().parse_problem_string(canonical_domain_order(domain_text), problem_text)
         except Exception as exc:  # pyparsing / UP raise many kinds
             raise PddlError(f"{where or 'PDDL'}: cannot parse: {exc}") from exc
         return cls(problem, pddl_descriptions(domain_text))

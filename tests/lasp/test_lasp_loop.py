@@ -173,3 +173,17 @@ def test_jackal_jobs_gate_battery_payload():
         assert {"(path-clear ?from ?to)", "(<= (leg-energy ?from ?to) (battery ?r))",
                 "(<= (mass ?x) (spare-payload ?r))"} <= learned
         assert res.failed_executions == 3
+
+
+def test_a_plan_longer_than_the_step_cap_ends_with_its_own_result(cases):
+    """Reaching ``max_plan_steps`` is "step limit reached, N steps": no diagnosis, no false claim that the
+    environment disagrees with the robot's model."""
+    full = _run(cases["1"])
+    steps = len(full.plan)
+    assert full.success and steps >= 2
+    capped = _run(cases["1"], config=LoopConfig(max_plan_steps=steps - 1))
+    assert not capped.success
+    assert capped.reason.startswith(f"step limit reached, {steps - 1} steps")
+    assert "disagrees" not in capped.reason
+    assert len(capped.executed) <= steps - 1
+    assert not any(t["kind"] == "diagnose" for t in capped.trace[-2:])

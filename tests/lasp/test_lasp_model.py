@@ -104,3 +104,24 @@ def test_catalogue_valid_and_invalid_plans(name):
         assert validate(t, _steps(plan)) == ""
     for plan in invalid:
         assert validate(t, _steps(plan)) != ""
+
+
+def test_a_domain_declaring_functions_before_predicates_parses():
+    """PDDL does not fix the order of the declaration sections; the reader gets them in its own order and
+    the comments that describe each name stay with it."""
+    from core.lasp.model import Task, canonical_domain_order
+
+    domain = """(define (domain tiny)
+  (:requirements :strips :typing :numeric-fluents)
+  (:types thing)
+  (:functions (weight ?t - thing)) ; how heavy it is, kg
+  (:predicates (held ?t - thing)  ; the robot holds it
+  )
+  (:action pick :parameters (?t - thing) :precondition (not (held ?t)) :effect (held ?t)))"""
+    problem = "(define (problem p) (:domain tiny) (:objects box - thing) (:init (= (weight box) 1)) (:goal (held box)))"
+    task = Task.from_pddl(domain, problem)
+    assert sorted(task.fluent_names()) == ["held", "weight"]
+    reordered = canonical_domain_order(domain)
+    assert reordered.index("(:predicates") < reordered.index("(:functions") < reordered.index("(:action")
+    assert canonical_domain_order("(define (domain x) (:predicates (p)) (:functions (f)))").count("(") == 6
+    assert canonical_domain_order("(define (domain x) (:predicates") == "(define (domain x) (:predicates"
