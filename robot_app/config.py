@@ -12,6 +12,7 @@ and passes the result down.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import sys
 import typing
@@ -457,8 +458,8 @@ def _check_value(value: Any, fld: dataclasses.Field, hint: Any, where: str) -> A
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
         value = float(value)
-        if value != value:
-            raise ConfigError(f"{where}: NaN is not allowed")
+        if not math.isfinite(value):
+            raise ConfigError(f"{where}: {value!r} is not a finite number")
     elif hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{where}: expected an integer, got {value!r}")
@@ -477,6 +478,8 @@ def _check_value(value: Any, fld: dataclasses.Field, hint: Any, where: str) -> A
         if not isinstance(value, list) or not all(ok(v) for v in value):
             raise ConfigError(f"{where}: expected a list of {item_type.__name__}, got {value!r}")
         value = [item_type(v) for v in value]
+        if item_type is float and not all(math.isfinite(v) for v in value):
+            raise ConfigError(f"{where}: {value!r} has a value that is not a finite number")
     if meta.get("choices") is not None:
         for item in (value if isinstance(value, list) else [value]):  # a list: each item must be a choice
             if item not in meta["choices"]:
@@ -565,6 +568,11 @@ def _check_across_keys(cfg: Config, origin: str) -> None:
         raise ConfigError(f"{origin}: [vnm_nav] gps_approach_m {nav.gps_approach_m} must be below max_off_walk_m "
                           f"{nav.max_off_walk_m}: a walk starting between the two would get neither the GPS leg "
                           "onto it nor an armed off-walk guard")
+    for i, entry in enumerate(cfg.mission.places):
+        name, eq, node = entry.partition("=")
+        if not (eq and re.fullmatch(r"[A-Za-z][\w-]*", name.strip()) and node.strip().isdigit()):
+            raise ConfigError(f"{origin}: [mission] places[{i}]: {entry!r} is not name=node_index "
+                              "(e.g. \"depot=12\")")
     ui = cfg.ui
     if ui.auth == "pin" and not (ui.pin.isdigit() and 4 <= len(ui.pin) <= 12):
         raise ConfigError(f"{origin}: [ui] auth = 'pin' needs [ui] pin of 4-12 digits")

@@ -46,6 +46,17 @@ def _demo(args, config) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a folder")
+    try:  # before any stage runs: a folder the report can be written to
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot write there ({exc.strerror or exc})") from exc
+    try:
+        import pybullet  # noqa: F401 - the simulated world renders with it
+    except ImportError as exc:
+        raise UsageError("the demo needs the simulated world: pip install 'robot-app[sim]'") from exc
     if args.instruction is not None and not args.instruction.strip():
         raise UsageError("--instruction: empty")
     try:

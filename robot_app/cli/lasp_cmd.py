@@ -72,6 +72,8 @@ def _read(path: str, what: str) -> str:
         return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{what} {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{what} {path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
 
 
 def _task(domain: str, problem: str):

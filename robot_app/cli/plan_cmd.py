@@ -50,8 +50,8 @@ def _landmarks_and_scores(args, config, topomap):
 
     try:
         return ground_instruction(args.instruction, topomap, config=config, parser=args.parser)
-    except PlanningError as exc:
-        raise UsageError(str(exc)) from exc
+    except (PlanningError, ValueError) as exc:  # ValueError: the parser's own limits (length, empty)
+        raise UsageError(f"--instruction: {exc}") from exc
 
 
 def _plan(args, config) -> int:
