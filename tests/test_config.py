@@ -28,7 +28,10 @@ def test_file_values_override_defaults(tmp_path):
     ("[planner]\nalpha = -1.0\n", "[planner] alpha: -1.0 is below the minimum"),
     ("[planner]\nplanner = 'astar'\n", "[planner] planner: 'astar' is not one of"),
     ("[robot]\nmax_v_mps = true\n", "[robot] max_v_mps: expected a number"),
-    ("[robot]\nmax_v_mps = nan\n", "[robot] max_v_mps: NaN"),
+    ("[robot]\nmax_v_mps = nan\n", "[robot] max_v_mps: nan is not a finite number"),
+    ("[planner]\nalpha = inf\n", "[planner] alpha: inf is not a finite number"),
+    ("[ui]\nauth = 'pin'\npin = '12'\n", "[ui] auth = 'pin' needs [ui] pin of 4-12 digits"),
+    ("[ui]\nallowed_origins = ['evil']\n", "[ui] allowed_origins: 'evil' is not scheme://host[:port]"),
     ("planner = 3\n", "[planner] must be a table"),
     ("[planner\n", "not valid TOML"),
 ])
