@@ -46,3 +46,29 @@ def test_units_verify(tmp_path, unit):
     # verify prints "UNIT: problem" for each problem of the unit (other lines are about the host)
     problems = [ln for ln in (res.stdout + res.stderr).splitlines() if unit in ln]
     assert res.returncode == 0 and not problems, res.stdout + res.stderr
+
+
+def test_service_unit_is_hardened_but_reaches_its_devices_and_directories():
+    text = (UNITS / "robot-app.service").read_text()
+    for line in ("CapabilityBoundingSet=\n", "DevicePolicy=closed", "DeviceAllow=char-ttyUSB rw", "DeviceAllow=char-ttyACM rw",
+                 "DeviceAllow=char-video4linux rw", "DeviceAllow=char-input r", "SystemCallFilter=@system-service",
+                 "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6", "IPAddressAllow=localhost", "ProtectProc=invisible",
+                 "StateDirectory=robot-app", "LogsDirectory=robot-app", "CacheDirectory=robot-app",
+                 "RuntimeDirectory=robot-app"):
+        assert line in text, line
+    # the ones left out are said so, with the reason
+    for left_out in ("MemoryDenyWriteExecute", "PrivateUsers", "PrivateNetwork", "ProcSubset"):
+        assert f"{left_out} (" in text and f"\n{left_out}=" not in text, left_out
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not on this machine")
+def test_service_unit_scores_at_most_3_5_in_systemd_analyze_security(tmp_path):
+    unit = tmp_path / "robot-app.service"
+    unit.write_text((UNITS / "robot-app.service").read_text())
+    res = subprocess.run(["systemd-analyze", "security", "--offline=true", str(unit)], capture_output=True,
+                         text=True, cwd=tmp_path)
+    line = [ln for ln in res.stdout.splitlines() if "Overall exposure level" in ln]
+    if not line:
+        pytest.skip(f"this systemd-analyze has no offline security check: {res.stderr.strip()[:200]}")
+    score = float(line[0].split(":")[1].split()[0])
+    assert score <= 3.5, res.stdout
