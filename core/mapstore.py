@@ -14,6 +14,16 @@ Layout (format version :data:`FORMAT_VERSION`)::
     edges(src INTEGER, dst INTEGER, weight_steps REAL, source TEXT)   -- D in VNM time steps; source in
                                                                       -- temporal / vnm / gps / manual
 
+    image_hashes(image_id INTEGER PRIMARY KEY, sha256 BLOB)           -- each image's JPEG digest
+
+Content hashes (SHA-256, written by :class:`MapWriter` on close, in ``meta`` ``content_sha256``): the
+nodes and the edges tables (their rows as loaded, in id / row order), the ``image_hashes`` table (which
+holds each image row's digest: an image is checked when it is read) and each embedding model's
+vectors (checked when they are loaded). :func:`open_map` refuses a map whose nodes, edges or image
+digests do not match with a :class:`MapFormatError` naming the table; a map written before the hashes
+opens with a warning. A bit flip that SQLite's ``quick_check`` does not see (a value inside a row) is
+refused this way; one in unused space changes no content.
+
 Edges are directed rows; an undirected edge is stored as two rows. Writes go through
 :class:`MapWriter`: a new map is written to ``<path>.partial`` and renamed over ``path`` only after
 the final commit, so a power cut never leaves a half-built map under the real name; edits of an
@@ -24,6 +34,7 @@ and refuse the file with :class:`MapFormatError` rather than half-reading it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -73,6 +84,7 @@ CREATE TABLE edges(
 );
 CREATE INDEX edges_src ON edges(src);
 """
+_HASH_SCHEMA = "CREATE TABLE IF NOT EXISTS image_hashes(image_id INTEGER PRIMARY KEY, sha256 BLOB NOT NULL)"
 _TABLES = {"meta", "nodes", "images", "embeddings", "edges"}
 
 
@@ -132,6 +144,9 @@ class TopoMap:
     nodes: NodeTable
     edges: EdgeTable
     _conn: sqlite3.Connection | None = field(default=None, repr=False)
+    #: node -> [(image id, SHA-256 of its JPEG)] from the verified image_hashes table (None: a map without
+    #: content hashes); images are found through it, not through SQLite's index
+    _image_index: dict | None = field(default=None, repr=False)
 
     def csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """CSR adjacency by source for :mod:`core.search`: indptr (N+1,) int64, indices (E,) int64,
@@ -161,6 +176,13 @@ class TopoMap:
         if not rows:
             raise MapError(f"{self.path}: no image embeddings for model {model!r} "
                            f"(the map has: {', '.join(self.embedding_models()) or 'none'})")
+        want = (self.metadata.get("content_sha256") or {}).get("embeddings", {})
+        if isinstance(self.metadata.get("content_sha256"), dict):
+            got = embeddings_digest(self._db().execute(
+                "SELECT image_id, dim, vec FROM embeddings WHERE model = ? ORDER BY image_id", (model,)))
+            if want.get(model) != got:
+                raise MapFormatError(f"{self.path}: the embeddings table ({model!r}) does not match its content "
+                                     "hash (altered or corrupt)")
         dim = rows[0][1]
         vecs = np.empty((len(rows), dim), dtype=np.float16)
         for j, (_, d, blob) in enumerate(rows):
@@ -170,8 +192,25 @@ class TopoMap:
         return vecs, np.array([r[0] for r in rows], dtype=np.int64)
 
     def images(self, node: int) -> list[bytes]:
-        """JPEG bytes of every image of ``node`` (possibly empty)."""
-        return [r[0] for r in self._db().execute("SELECT jpeg FROM images WHERE node_id = ? ORDER BY id", (int(node),))]
+        """JPEG bytes of every image of ``node`` (possibly empty). Each is checked against its digest in
+        ``image_hashes`` (a map with content hashes).
+
+        Raises
+        ------
+        MapFormatError
+            An image that does not match its digest.
+        """
+        if self._image_index is None:
+            return [r[0] for r in self._db().execute("SELECT jpeg FROM images WHERE node_id = ? ORDER BY id",
+                                                     (int(node),))]
+        out = []
+        for image_id, digest in self._image_index.get(int(node), []):
+            row = self._db().execute("SELECT node_id, jpeg FROM images WHERE id = ?", (image_id,)).fetchone()
+            if row is None or row[0] != int(node) or hashlib.sha256(row[1]).digest() != digest:
+                raise MapFormatError(f"{self.path}: the images table row {image_id} (node {node}) does not match "
+                                     "its digest (altered or corrupt)")
+            out.append(row[1])
+        return out
 
     def image_count(self) -> int:
         return int(self._db().execute("SELECT COUNT(*) FROM images").fetchone()[0])
@@ -191,6 +230,53 @@ class TopoMap:
         if self._conn is None:
             raise MapError(f"{self.path}: map is closed")
         return self._conn
+
+
+def _digest_arrays(*parts) -> str:
+    h = hashlib.sha256()
+    for a in parts:
+        if isinstance(a, np.ndarray) and a.dtype.kind == "U":
+            h.update("\x1f".join(a.tolist()).encode("utf-8"))
+        else:
+            h.update(np.ascontiguousarray(a).tobytes())
+        h.update(b"\x1e")
+    return h.hexdigest()
+
+
+def nodes_digest(nodes: "NodeTable") -> str:
+    """SHA-256 of the nodes table as loaded (every column but ``source_log``, in id order)."""
+    return _digest_arrays(nodes.timestamp_s, nodes.lat_deg, nodes.lon_deg, nodes.easting_m, nodes.northing_m,
+                          nodes.utm_zone, nodes.utm_band, nodes.heading_rad)
+
+
+def edges_digest(edges: "EdgeTable") -> str:
+    """SHA-256 of the edges table as loaded (row order)."""
+    return _digest_arrays(edges.src, edges.dst, edges.weight_steps, edges.source)
+
+
+def _image_hash_rows(conn) -> list:
+    return conn.execute("SELECT h.image_id, i.node_id, i.camera, h.sha256 FROM image_hashes h "
+                        "LEFT JOIN images i ON i.id = h.image_id ORDER BY h.image_id").fetchall()
+
+
+def image_hashes_digest(rows) -> str:
+    """SHA-256 over the ``image_hashes`` rows (image id, node id, camera, the image's digest)."""
+    h = hashlib.sha256()
+    for image_id, node_id, camera, digest in rows:
+        h.update(f"{image_id}\x1f{node_id}\x1f{camera}\x1f".encode())
+        h.update(bytes(digest or b""))
+        h.update(b"\x1e")
+    return h.hexdigest()
+
+
+def embeddings_digest(rows) -> str:
+    """SHA-256 over one model's embedding rows (image id, dim, vector bytes) in image id order."""
+    h = hashlib.sha256()
+    for image_id, dim, vec in rows:
+        h.update(f"{image_id}\x1f{dim}\x1f".encode())
+        h.update(bytes(vec))
+        h.update(b"\x1e")
+    return h.hexdigest()
 
 
 def _connect_ro(path: Path) -> sqlite3.Connection:
@@ -247,6 +333,39 @@ def _load(path: Path, conn: sqlite3.Connection, *, check: bool) -> TopoMap:
     if version > FORMAT_VERSION:
         raise MapFormatError(f"{path}: map format version {version} is newer than this software supports "
                              f"({FORMAT_VERSION}); upgrade robot-app to read it")
+    nodes, edges = _read_tables(path, conn)
+    n = len(nodes)
+    if n and not (np.all(np.isfinite(nodes.lat_deg)) and np.all(np.isfinite(nodes.lon_deg))
+                  and np.all(np.isfinite(nodes.easting_m)) and np.all(np.isfinite(nodes.northing_m))):
+        raise MapFormatError(f"{path}: a node has a non-finite position")
+    if len(edges) and (edges.src.min() < 0 or edges.dst.min() < 0 or max(edges.src.max(), edges.dst.max()) >= n):
+        raise MapFormatError(f"{path}: an edge refers to a node that does not exist")
+    if len(edges) and not np.all(np.isfinite(edges.weight_steps)):
+        raise MapFormatError(f"{path}: an edge has a non-finite weight")
+    hashes = meta.get("content_sha256")
+    if hashes is None:
+        log.warning("%s: map has no content hashes (written before them): altered rows cannot be detected; "
+                    "rebuild it (robot-app map build) to add them", path)
+    else:
+        if not isinstance(hashes, dict):
+            raise MapFormatError(f"{path}: the content hashes in meta are not readable")
+        if hashes.get("nodes") != nodes_digest(nodes):
+            raise MapFormatError(f"{path}: the nodes table does not match its content hash (altered or corrupt)")
+        if hashes.get("edges") != edges_digest(edges):
+            raise MapFormatError(f"{path}: the edges table does not match its content hash (altered or corrupt)")
+        image_rows = _image_hash_rows(conn) if "image_hashes" in tables else None
+        if image_rows is None or hashes.get("image_hashes") != image_hashes_digest(image_rows):
+            raise MapFormatError(f"{path}: the images table's digests do not match their content hash "
+                                 "(altered or corrupt)")
+        index: dict = {}
+        for image_id, node_id, _camera, digest in image_rows:
+            index.setdefault(int(node_id), []).append((int(image_id), bytes(digest)))
+        return TopoMap(path, meta, nodes, edges, conn, index)
+    return TopoMap(path, meta, nodes, edges, conn)
+
+
+def _read_tables(path: Path, conn) -> tuple["NodeTable", "EdgeTable"]:
+    """The nodes and edges tables as arrays (the reader's and the writer's hashes see the same values)."""
     cols = "id, timestamp_s, lat_deg, lon_deg, easting_m, northing_m, utm_zone, utm_band, heading_rad"
     rows = conn.execute(f"SELECT {cols} FROM nodes ORDER BY id").fetchall()
     n = len(rows)
@@ -264,14 +383,7 @@ def _load(path: Path, conn: sqlite3.Connection, *, check: bool) -> TopoMap:
     edges = EdgeTable(np.array([r[0] for r in erows], dtype=np.int64), np.array([r[1] for r in erows], dtype=np.int64),
                       np.array([r[2] for r in erows], dtype=np.float32),
                       np.array([r[3] for r in erows], dtype=str).reshape(len(erows)))
-    if n and not (np.all(np.isfinite(nodes.lat_deg)) and np.all(np.isfinite(nodes.lon_deg))
-                  and np.all(np.isfinite(nodes.easting_m)) and np.all(np.isfinite(nodes.northing_m))):
-        raise MapFormatError(f"{path}: a node has a non-finite position")
-    if len(edges) and (edges.src.min() < 0 or edges.dst.min() < 0 or max(edges.src.max(), edges.dst.max()) >= n):
-        raise MapFormatError(f"{path}: an edge refers to a node that does not exist")
-    if len(edges) and not np.all(np.isfinite(edges.weight_steps)):
-        raise MapFormatError(f"{path}: an edge has a non-finite weight")
-    return TopoMap(path, meta, nodes, edges, conn)
+    return nodes, edges
 
 
 class MapWriter:
@@ -421,8 +533,29 @@ class MapWriter:
             self._conn.executemany("INSERT INTO edges VALUES (?, ?, ?, ?)", rows)
         return len(rows)
 
+    def _write_hashes(self) -> None:
+        """Each image's digest (rows that lack one) and the tables' content hashes into ``meta``."""
+        c = self._conn
+        with c:
+            c.execute(_HASH_SCHEMA)
+            missing = c.execute("SELECT i.id, i.jpeg FROM images i LEFT JOIN image_hashes h ON h.image_id = i.id "
+                                "WHERE h.image_id IS NULL").fetchall()
+            c.executemany("INSERT INTO image_hashes VALUES (?, ?)",
+                          [(image_id, hashlib.sha256(jpeg).digest()) for image_id, jpeg in missing])
+            nodes, edges = _read_tables(self.path, c)
+            models = [r[0] for r in c.execute("SELECT DISTINCT model FROM embeddings ORDER BY model")]
+            hashes = {"nodes": nodes_digest(nodes), "edges": edges_digest(edges),
+                      "image_hashes": image_hashes_digest(_image_hash_rows(c)),
+                      "embeddings": {m: embeddings_digest(c.execute(
+                          "SELECT image_id, dim, vec FROM embeddings WHERE model = ? ORDER BY image_id", (m,)))
+                          for m in models}}
+            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                      ("content_sha256", json.dumps(hashes)))
+
     def close(self) -> Path:
-        """Commit, close and (for a new map) atomically move the file to its final name."""
+        """Write the content hashes, commit, close and (for a new map) atomically move the file to its final
+        name."""
+        self._write_hashes()
         self._conn.commit()
         self._conn.close()
         if self._final is not None:

@@ -1,5 +1,6 @@
 """``robot-app bench search`` (walk search: numba vs. pure Python vs. scipy), ``bench map-build`` and
-``bench stale-stop`` (a silent autonomy source to zero on the wire, through the whole app)."""
+``bench map-open`` (opening a map with its content hashes checked) and ``bench stale-stop`` (a silent
+autonomy source to zero on the wire, through the whole app)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,11 @@ def register(sub, groups) -> None:
                                                     "without one the GPS fallback is measured)")
     mb.add_argument("--json", action="store_true")
     mb.set_defaults(func=_bench_map_build)
+    mo = groups["bench"].add_parser("map-open", help="opening a map with its content hashes checked (10k, 100k nodes)")
+    mo.add_argument("--sizes", default="10000,100000", help="node counts, comma-separated")
+    mo.add_argument("--repeats", type=int, default=3)
+    mo.add_argument("--json", action="store_true")
+    mo.set_defaults(func=_bench_map_open)
     ss = groups["bench"].add_parser("stale-stop", help="a silent autonomy command to zero on the wire, through the "
                                                        "app on the simulated MCU")
     ss.add_argument("--speeds", default="1,2", help="comma-separated speeds in m/s (default 1,2)")
@@ -63,6 +69,26 @@ def _bench_search(args, config) -> int:
                      compile_time=not args.no_compile_time,
                      progress=lambda msg: print(f"bench search: {msg}", file=sys.stderr))
     print(json.dumps(res, indent=2) if args.json else search.format_table(res))
+    return 0
+
+
+def _bench_map_open(args, config) -> int:
+    from robot_app.bench import map_open
+
+    try:
+        sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    except ValueError as exc:
+        raise UsageError(f"--sizes {args.sizes!r}: comma-separated node counts expected") from exc
+    if not sizes or any(not 2 <= n <= 2_000_000 for n in sizes) or not 1 <= args.repeats <= 100:
+        raise UsageError("--sizes: 2-2000000 nodes each; --repeats: 1-100")
+    out = map_open.run(sizes, args.repeats, progress=lambda msg: print(f"bench map-open: {msg}", file=sys.stderr))
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        for r in out.values():
+            print(f"{r['nodes']:>8} nodes ({r['file_mb']} MB): open {r['with_hashes']['open_s']:.3f} s with the "
+                  f"hashes ({r['without_hashes']['open_s']:.3f} s without), embeddings "
+                  f"{r['with_hashes']['embeddings_s']:.3f} s ({r['without_hashes']['embeddings_s']:.3f} s)")
     return 0
 
 
