@@ -138,6 +138,12 @@ def _info(args, config) -> int:
             failed |= not missing
             rows.append(row)
             continue
+        problem = _load_problem(sc.model_path) if sc.model_path.suffix == ".onnx" else None
+        if problem is not None:  # the checksum matches, yet onnxruntime cannot read it: never "ok"
+            row.update(status="failed", error=problem, fallback=fallback)
+            failed = True
+            rows.append(row)
+            continue
         row.update(status="ok", architecture=sc.architecture, weights=sc.weights, random_init=sc.random_init,
                    sim_only=bool(sc.params.get("sim_only", False)), sha256=sc.sha256, size_mb=round(sc.model_path.stat().st_size / 1e6, 1),
                    exported=sc.raw.get("exported_utc"), onnx=sc.onnx,
@@ -163,9 +169,22 @@ def _info(args, config) -> int:
     return 1 if failed else 0
 
 
+def _load_problem(path: Path) -> str | None:
+    """Why onnxruntime cannot load the model file (None: it loads)."""
+    from models.onnx_common import open_session
+    from models.sidecar import ModelError
+
+    try:
+        open_session(path)
+    except ModelError as exc:
+        return str(exc)
+    return None
+
+
 def _verify(d: Path, config, rows) -> bool:
     """Rerun each present model's reference; returns True when a check failed."""
     from models import clip, text_embed, vnm
+    from models.sidecar import ModelError
 
     status = {r["kind"]: r for r in rows}
     failed = False
@@ -176,7 +195,11 @@ def _verify(d: Path, config, rows) -> bool:
         status["clip-image"]["parity"] = {**r, "ok": ok}
         failed |= not ok
     if status["vnm"]["status"] == "ok":
-        r = vnm.check_reference(vnm.open_vnm(d, config=config, warm_up=False), d / "vnm-reference.npz")
+        try:
+            r = vnm.check_reference(vnm.open_vnm(d, config=config, warm_up=False), d / "vnm-reference.npz")
+        except (ModelError, OSError, ValueError) as exc:
+            status["vnm"]["parity"] = {"ok": False, "error": str(exc)}
+            return True
         ok = max(r.values()) < 1e-3
         status["vnm"]["parity"] = {**r, "ok": ok}
         failed |= not ok

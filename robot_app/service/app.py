@@ -37,6 +37,13 @@ SHUTDOWN_TIMEOUT_S = 4.0
 TELEOP_THROUGH = frozenset({"geofence", "battery"})
 
 
+#: what each model's absence selects (DESIGN.md "fallbacks")
+MODEL_FALLBACK = {"clip": "planning from an instruction refused; planning to a chosen node works",
+                  "vnm": "GPS edges and GPS straight-line controller",
+                  "text-embed": "LASP uses lexical similarity",
+                  "llm": "rule-based landmark parser; LASP offline diagnoser"}
+
+
 def model_inventory(config) -> dict[str, str]:
     """Which model files are installed and usable, and which fallback each missing or unusable one selects
     (DESIGN.md); a damaged file (sha256 unlike its sidecar's, a GGUF without its magic) counts as unusable."""
@@ -44,10 +51,7 @@ def model_inventory(config) -> dict[str, str]:
     m = config.models
     files = {"clip": [m.clip_image_file, m.clip_text_file], "vnm": [m.vnm_file], "text-embed": [m.text_embed_file],
              "llm": [config.llm.model_file]}
-    fallback = {"clip": "planning from an instruction refused; planning to a chosen node works",
-                "vnm": "GPS edges and GPS straight-line controller",
-                "text-embed": "LASP uses lexical similarity",
-                "llm": "rule-based landmark parser; LASP offline diagnoser"}
+    fallback = MODEL_FALLBACK
     out = {}
     for name, names in files.items():
         missing = [f for f in names if not (d / f).is_file()]
@@ -329,6 +333,7 @@ class App:
                 self._clip = open_clip_model(self.config.paths.models_dir, config=self.config)
             except ModelError as exc:
                 self._clip_failed = True
+                self.models["clip"] = f"failed to load ({exc}): {MODEL_FALLBACK['clip']}"
                 log.warning("CLIP not usable (%s)", exc)
         return self._clip
 
@@ -342,6 +347,7 @@ class App:
                 self._vnm = open_vnm(self.config.paths.models_dir, config=self.config)
             except ModelError as exc:
                 self._vnm_failed = True
+                self.models["vnm"] = f"failed to load ({exc}): {MODEL_FALLBACK['vnm']}"
                 log.warning("VNM not usable (%s): GPS navigation", exc)
         return self._vnm
 

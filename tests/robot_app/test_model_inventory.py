@@ -37,3 +37,42 @@ def test_installed_missing_and_damaged_models(tmp_path):
     (tmp_path / "llm.gguf").write_bytes(b"<html>not a model</html>")
     assert model_inventory(_config(tmp_path))["llm"].startswith("unusable (") and "GGUF magic" in \
         model_inventory(_config(tmp_path))["llm"]
+
+
+def _garbage_vnm(tmp_path):
+    """A garbage vnm.onnx whose sidecar's checksum was rewritten to match (the shipped sim VNM's sidecar)."""
+    import hashlib
+    import json
+    import shutil
+
+    from robot_app.sim import shipped_models_dir
+
+    d = tmp_path / "models"
+    d.mkdir()
+    src = shipped_models_dir()
+    shutil.copy(src / "vnm-reference.npz", d / "vnm-reference.npz")
+    (d / "vnm.onnx").write_bytes(bytes(range(256)) * 20)
+    side = json.loads((src / "vnm.onnx.json").read_text())
+    side["sha256"] = hashlib.sha256((d / "vnm.onnx").read_bytes()).hexdigest()
+    side["size_bytes"] = (d / "vnm.onnx").stat().st_size
+    (d / "vnm.onnx.json").write_text(json.dumps(side))
+    return d
+
+
+def test_a_model_that_fails_to_load_is_failed_never_ok_nor_installed(tmp_path, capsys):
+    import dataclasses
+
+    from robot_app.cli import main
+    from robot_app.config import Config
+    from robot_app.service.app import App
+
+    d = _garbage_vnm(tmp_path)
+    assert main(["models", "info", "--models", str(d), "--verify"]) == 1
+    out = capsys.readouterr()
+    line = next(ln for ln in out.out.splitlines() if ln.strip().startswith("vnm.onnx"))
+    assert "failed" in line and "Traceback" not in out.err + out.out
+    base = Config()
+    app = App(dataclasses.replace(base, paths=dataclasses.replace(base.paths, models_dir=str(d)),
+                                  ui=dataclasses.replace(base.ui, enabled=False)))
+    assert app.vnm_model() is None  # the runtime cannot load it: GPS mode
+    assert app.models["vnm"].startswith("failed to load") and "installed" not in app.models["vnm"]
