@@ -15,11 +15,20 @@ Tables (times: ``t_s`` = the robot's monotonic receive time in seconds, the cont
     odom(t_s, x_m, y_m, yaw_rad, v_mps, omega_radps)                  -- wheel odometry, odom frame
     cmd(t_s, v_mps, omega_radps)                                       -- commanded velocity
     events(t_s, kind TEXT, detail TEXT)                                -- e.g. collision, e-stop
+
+Content hashes: every table carries a hash chain over its rows in insertion order (SHA-256 of the previous
+link and the row's canonical bytes), kept in ``meta`` ``content_sha256`` = {table: {"rows", "sha256"}} and
+committed in the same transaction as the rows, so a log cut off by a power loss still verifies up to its
+last commit. :func:`read_log` and :func:`verify_log` (``robot-app log verify LOG``) refuse a log whose rows
+do not match with a :class:`LogFormatError` naming the table; a log written before the hashes reads with
+a warning.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -27,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 LOG_FILE = "log.sqlite"
@@ -50,6 +61,40 @@ _COLUMNS = {
     "cmd": ("t_s", "v_mps", "omega_radps"),
     "events": ("t_s", "kind", "detail"),
 }
+
+
+# column kinds per table, for the rows' canonical bytes: R real (None allowed), I integer, T text, B blob
+_KINDS = {"frames": "RRB", "gps": "RRRRIR", "imu": "RRRRRRR", "odom": "RRRRRR", "cmd": "RRR", "events": "RTT"}
+
+
+def _normalise(table: str, row: tuple) -> tuple:
+    """The row as SQLite stores it (so the writer hashes what a reader reads back)."""
+    out = []
+    for kind, v in zip(_KINDS[table], row):
+        if v is None:
+            out.append(None)
+        elif kind == "R":
+            out.append(float(v))
+        elif kind == "I":
+            out.append(int(v))
+        elif kind == "T":
+            out.append(str(v))
+        else:
+            out.append(bytes(v))
+    return tuple(out)
+
+
+def _row_bytes(row: tuple) -> bytes:
+    parts = []
+    for v in row:
+        b = (b"N" if v is None else v if isinstance(v, bytes) else float.hex(v).encode() if isinstance(v, float)
+             else str(v).encode("utf-8"))
+        parts.append(b"%d:" % len(b) + b)
+    return b"|".join(parts)
+
+
+def _link(prev: str, row: tuple) -> str:
+    return hashlib.sha256(prev.encode() + b"|" + _row_bytes(row)).hexdigest()
 
 
 class LogFormatError(Exception):
@@ -88,17 +133,33 @@ class TraversalLogWriter:
         if row is None:
             meta["created_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         meta.update(metadata or {})
+        hashes = self._conn.execute("SELECT value FROM meta WHERE key = 'content_sha256'").fetchone()
+        counts = {t: int(self._conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]) for t in _KINDS}
+        if hashes is None and any(counts.values()):  # continuing a log written before the hashes: none now
+            self._chain = None
+        else:
+            chain = json.loads(hashes[0]) if hashes is not None else {}
+            self._chain = {t: (int(chain.get(t, {}).get("rows", 0)), str(chain.get(t, {}).get("sha256", "")))
+                           for t in _KINDS}
+            meta["content_sha256"] = self._chain_meta()
         with self._conn:
             self._conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                                    [(k, json.dumps(v)) for k, v in meta.items()])
         self._last_commit = time.monotonic()
         self._pending = 0
 
+    def _chain_meta(self) -> dict:
+        return {t: {"rows": n, "sha256": h} for t, (n, h) in self._chain.items()}
+
     def _add(self, table: str, row: tuple) -> None:
         if row[0] is None or not np.isfinite(row[0]):
             raise ValueError(f"{table}: sample time t_s must be a finite number, got {row[0]!r}")
         cols = _COLUMNS[table]
+        row = _normalise(table, row)
         self._conn.execute(f"INSERT INTO {table}({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", row)
+        if self._chain is not None:
+            n, h = self._chain[table]
+            self._chain[table] = (n + 1, _link(h, row))
         self._pending += 1
         if time.monotonic() - self._last_commit >= self.commit_interval_s:
             self.commit()
@@ -126,7 +187,10 @@ class TraversalLogWriter:
         self._add("events", (float(t_s), kind, detail))
 
     def commit(self) -> None:
-        """Make everything added so far durable."""
+        """Make everything added so far durable (the rows and their tables' hashes in one transaction)."""
+        if self._chain is not None and self._pending:
+            self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('content_sha256', ?)",
+                               (json.dumps(self._chain_meta()),))
         self._conn.commit()
         self._last_commit = time.monotonic()
         self._pending = 0
@@ -200,18 +264,60 @@ def read_log(folder: str | Path) -> TraversalLog:
         meta = {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM meta")}
         if meta.get("format_version", 0) > FORMAT_VERSION:
             raise LogFormatError(f"{folder}: log format {meta['format_version']} is newer than supported")
+        _verify(folder, conn, meta)
         fr = np.array(conn.execute("SELECT rowid, t_s FROM frames ORDER BY t_s").fetchall(), dtype=np.float64).reshape(-1, 2)
         g = np.array(conn.execute("SELECT t_s, lat_deg, lon_deg, quality, hacc_m FROM gps ORDER BY t_s").fetchall(),
                      dtype=np.float64).reshape(-1, 5)
         o = np.array(conn.execute("SELECT t_s, x_m, y_m, yaw_rad, v_mps, omega_radps FROM odom ORDER BY t_s").fetchall(),
                      dtype=np.float64).reshape(-1, 6)
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, json.JSONDecodeError, TypeError) as exc:
         raise LogFormatError(f"{folder}: unreadable traversal log ({exc})") from exc
     finally:
         conn.close()
     gps = {k: g[:, j] for j, k in enumerate(("t_s", "lat_deg", "lon_deg", "quality", "hacc_m"))}
     odom = {k: o[:, j] for j, k in enumerate(("t_s", "x_m", "y_m", "yaw_rad", "v_mps", "omega_radps"))}
     return TraversalLog(folder, meta, fr[:, 1].copy(), fr[:, 0].astype(np.int64), gps, odom)
+
+
+def _verify(folder: Path, conn, meta: dict) -> dict:
+    """Recompute each table's hash chain and compare it with the log's; returns the row counts."""
+    chain = meta.get("content_sha256")
+    counts = {}
+    if chain is None:
+        log.warning("%s: traversal log has no content hashes (written before them): altered rows cannot be "
+                    "detected", folder)
+        return {t: int(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]) for t in _KINDS}
+    if not isinstance(chain, dict):
+        raise LogFormatError(f"{folder}: the content hashes in meta are not readable")
+    for table, cols in _COLUMNS.items():
+        n, h = 0, ""
+        for row in conn.execute(f"SELECT {', '.join(cols)} FROM {table} ORDER BY rowid"):
+            n, h = n + 1, _link(h, row)
+        want = chain.get(table) or {"rows": 0, "sha256": ""}
+        if (n, h) != (want.get("rows"), want.get("sha256")):
+            raise LogFormatError(f"{folder}: the {table} table does not match its content hash ({n} rows, the log "
+                                 f"says {want.get('rows')}; altered or corrupt)")
+        counts[table] = n
+    return counts
+
+
+def verify_log(folder: str | Path) -> dict:
+    """Check every table of a traversal log against its content hashes; returns {table: rows}.
+
+    Raises
+    ------
+    LogFormatError
+        Not a log, unreadable, or a table that does not match (the message names it).
+    """
+    folder = Path(folder)
+    conn = _connect_ro(folder)
+    try:
+        meta = {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+        return _verify(folder, conn, meta)
+    except (sqlite3.DatabaseError, json.JSONDecodeError, TypeError) as exc:
+        raise LogFormatError(f"{folder}: unreadable traversal log ({exc})") from exc
+    finally:
+        conn.close()
 
 
 def frame_positions(log: TraversalLog, *, max_gap_s: float = 2.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,4 +1,4 @@
-"""``robot-app log import-recon`` and ``robot-app log info``: traversal logs."""
+"""``robot-app log import-recon``, ``robot-app log info`` and ``robot-app log verify``: traversal logs."""
 
 from __future__ import annotations
 
@@ -18,6 +18,10 @@ def register(sub, groups) -> None:
     info.add_argument("log", metavar="LOG")
     info.add_argument("--json", action="store_true")
     info.set_defaults(func=_info)
+    ver = groups["log"].add_parser("verify", help="check every table of a traversal log against its content hashes")
+    ver.add_argument("log", metavar="LOG")
+    ver.add_argument("--json", action="store_true")
+    ver.set_defaults(func=_verify)
 
 
 def _import(args, config) -> int:
@@ -58,4 +62,25 @@ def _info(args, config) -> int:
         print(f"log {args.log}: {out['frames']} frames over {out['duration_s']:.1f} s, "
               f"{out['frames_with_position']} with a GPS position; {out['gps_fixes']}/{out['gps_samples']} "
               f"GPS samples with a fix; {out['odom_samples']} odometry samples")
+    return 0
+
+
+def _verify(args, config) -> int:
+    """Exit 0: every table matches; 1: a table does not (the message names it); 2: not a log."""
+    import sys
+
+    from core.tlog import LOG_FILE, LogFormatError, verify_log
+    from pathlib import Path
+
+    if not (Path(args.log) / LOG_FILE).is_file():
+        raise UsageError(f"{args.log}: not a traversal log (no {LOG_FILE})")
+    try:
+        counts = verify_log(args.log)
+    except LogFormatError as exc:
+        print(f"robot-app log verify: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({"log": args.log, "ok": True, "rows": counts}))
+    else:
+        print(f"log {args.log}: ok ({', '.join(f'{n} {t}' for t, n in counts.items())})")
     return 0
