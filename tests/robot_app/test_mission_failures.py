@@ -79,3 +79,12 @@ def test_max_replans_is_a_checked_config_key():
     assert config_from_mapping({"mission": {"max_replans": 0}}, origin="cfg.toml").mission.max_replans == 0
     with pytest.raises(ConfigError, match=r"\[mission\] max_replans"):
         config_from_mapping({"mission": {"max_replans": -1}}, origin="cfg.toml")
+
+
+def test_every_walk_outcome_is_a_mission_state():
+    """The route job ends in the walk's outcome: each of the policy's outcomes is one of its states."""
+    from robot_app.mission import FAILED_OUTCOMES, MissionState
+    from robot_app.nav.policy import Outcome
+
+    assert {MissionState(o.value) for o in Outcome} <= set(MissionState)
+    assert FAILED_OUTCOMES == {o.value for o in Outcome} - {"reached"}
