@@ -229,7 +229,7 @@ class MissionConfig:
 @dataclass(frozen=True)
 class VnmNavConfig:
     """The navigation policy's thresholds (robot_app.nav.policy; the VNM loop's are
-    robot_app.walk_following.WalkRules, GNM's deployment loop): :func:`nav_options` composes them."""
+    robot_app.nav.walk_following.WalkRules, GNM's deployment loop): :func:`nav_options` composes them."""
 
     window: int = _opt(4, min=0, max=100, doc="walk nodes scored on each side of the last localisation (GNM radius)")
     close_steps: float = _opt(3.0, min=0.0, max=1000.0,
@@ -532,7 +532,7 @@ def nav_options(cfg: Config):
     import math
 
     from robot_app.nav.policy import NavOptions
-    from robot_app.walk_following import WalkRules
+    from robot_app.nav.walk_following import WalkRules
 
     nav, mc, rc = cfg.vnm_nav, cfg.mission, cfg.robot
     rules = WalkRules(window=nav.window, close_steps=nav.close_steps, lost_steps=nav.lost_steps or None,

@@ -2,7 +2,7 @@
 
 The operator (touchscreen) asks for a plan, sees the parsed landmarks and the node chosen for each,
 and only then presses Go. Planning (map loading, CLIP, the walk search) runs in a worker thread so the
-control loop never waits for it. Driving uses the VNM navigator (:mod:`robot_app.vnm_navigator`) when
+control loop never waits for it. Driving uses the VNM navigator (:mod:`robot_app.nav.vnm`) when
 a VNM and a camera are installed and every walk node has an image, else the GPS navigator. STOP latches
 the base's e-stop and ends any run; after a start the robot is idle.
 """
@@ -23,8 +23,8 @@ import numpy as np
 from firmware_bridge.readings import GpsFix
 from robot_app.commands import Source
 from robot_app.nav.policy import FAILED, Outcome
-from robot_app.navigator import GpsNavigator
-from robot_app.vnm_navigator import VnmNavigator
+from robot_app.nav.gps import GpsNavigator
+from robot_app.nav.vnm import VnmNavigator
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class MissionState(str, enum.Enum):
         return self.value
 
 
-#: navigator outcomes that end a walk short of its goal (robot_app.navigator.RunReport.outcome)
+#: navigator outcomes that end a walk short of its goal (robot_app.nav.gps.RunReport.outcome)
 FAILED_OUTCOMES = frozenset(o.value for o in FAILED)
 #: failures the route job re-plans from the GPS fix (at most [mission] max_replans times)
 REPLANNED = frozenset({Outcome.LOST.value, Outcome.OFF_WALK.value, Outcome.STUCK.value, Outcome.COLLIDED.value})

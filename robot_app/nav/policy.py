@@ -11,7 +11,7 @@ outputs with the fused pose and the latest fix (with their times) in an :class:`
 :class:`Directive` says who drives (:class:`Driver`), the command, how long to hold it, and, once the
 walk ends, an :class:`Outcome` with where and why.
 
-The walk is split into stretches (:func:`robot_app.walk_following.walk_stretches`): the VNM drives the
+The walk is split into stretches (:func:`robot_app.nav.walk_following.walk_stretches`): the VNM drives the
 nodes whose images face the way the walk goes, GPS (LM-Nav's GPS controller: pure pursuit with the
 straight-line rule) the rest, and the nodes near sharp turns when ``gps_at_turns_deg`` > 0, and the
 first ``gps_first_m`` of a walk re-planned after a loss.
@@ -83,7 +83,7 @@ import numpy as np
 
 from core.control import (line_follow_velocity, passed_end, polyline_distance, waypoint_to_velocity,
                           wrap_angle)
-from robot_app.walk_following import WalkRules, WalkTracker, stretch_yaw, vnm_nodes, walk_stretches
+from robot_app.nav.walk_following import WalkRules, WalkTracker, stretch_yaw, vnm_nodes, walk_stretches
 
 __all__ = ["Driver", "Outcome", "Phase", "NavOptions", "Pose", "VnmOutput", "VnmRequest", "Observation",
            "Directive", "TraceRow", "Walk", "NavPolicy", "FAILED"]
@@ -133,7 +133,7 @@ class NavOptions:
     """Every threshold of the policy (units in the names). Built by :func:`robot_app.config.nav_options`
     from ``[vnm_nav]``, ``[mission]``, ``[robot]``, ``[models]`` and ``[serial]``: no default here.
 
-    ``rules`` are the VNM loop's (:class:`robot_app.walk_following.WalkRules`); ``waypoint_index`` the
+    ``rules`` are the VNM loop's (:class:`robot_app.nav.walk_following.WalkRules`); ``waypoint_index`` the
     predicted waypoint the PD rule steers to (GNM: 2 of 5), ``vnm_scale_v_mps`` the speed that scales the
     VNM's normalised waypoints to metres (GNM: metres = normalised x max_v / frame rate), the ``*_max_v_mps``
     the speed caps; the GPS controller's are LM-Nav's GPS

@@ -1,6 +1,6 @@
 """The robot's shell around the navigation policy: sensors in, commands out (asyncio).
 
-Per step: the pose source (:class:`robot_app.navigator.GpsNavigator`: the fused pose when the state
+Per step: the pose source (:class:`robot_app.nav.gps.GpsNavigator`: the fused pose when the state
 estimator publishes one, else GPS + gyro) is sensed, the newest camera frame goes into the VNM's context
 queue, the VNM scores the nodes :meth:`NavPolicy.vnm_request` names (ONNX inference in a worker thread, so
 the event loop never waits for it), and :meth:`NavPolicy.step` turns that :class:`Observation` into a

@@ -1,7 +1,7 @@
 """Executing a planned walk in the simulated world, on the simulation clock, for ``robot-app eval sim``.
 
 The robot's navigation policy (:class:`robot_app.nav.policy.NavPolicy`, the same object
-:class:`~robot_app.vnm_navigator.VnmNavigator` and :class:`~robot_app.navigator.GpsNavigator` step on the
+:class:`~robot_app.nav.vnm.VnmNavigator` and :class:`~robot_app.nav.gps.GpsNavigator` step on the
 robot) is stepped here on the simulation clock: at each step the shell renders the camera frame at the
 robot's true pose when the policy asks for the VNM, runs the VNM on the nodes it names, gives it the
 noisy GPS fix (:class:`~robot_app.sim.plant.GpsView`) with the true heading and the wheel speed, and

@@ -1,6 +1,6 @@
 """Development drives for the VNM navigator: seeded random walks on a map's TRUE geometry, driven in the sim.
 
-Choosing the navigator's rules (:class:`robot_app.walk_following.WalkRules`) on ``robot-app eval sim``'s
+Choosing the navigator's rules (:class:`robot_app.nav.walk_following.WalkRules`) on ``robot-app eval sim``'s
 instruction sets would tune on the figures it reports; these walks are drawn from the map alone.
 :func:`dev_walks` picks random start nodes and, for each, a random end node 40-150 m away along the
 shortest FORWARD path on the nodes' true positions (nodes within ``link_m`` joined, as
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ``EVAL_DIR`` is a ``robot-app eval sim --out`` folder (its ``map.sqlite`` and ``exploration/``);
     ``RULE=VALUE`` overrides a :class:`robot_app.nav.policy.NavOptions` or
-    :class:`robot_app.walk_following.WalkRules` field (e.g. ``goal_confirm_steps=1 recover_window=0`` for
+    :class:`robot_app.nav.walk_following.WalkRules` field (e.g. ``goal_confirm_steps=1 recover_window=0`` for
     GNM's own rules). Prints the summary as JSON.
     """
     import argparse
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", type=Path, default=None)
     ap.add_argument("rules", nargs="*", metavar="RULE=VALUE")
     a = ap.parse_intermixed_args(argv)
-    from robot_app.walk_following import WalkRules
+    from robot_app.nav.walk_following import WalkRules
 
     fields = {f.name: f.type for f in (*dataclasses.fields(NavOptions), *dataclasses.fields(WalkRules))
               if f.name != "rules"}

@@ -19,7 +19,7 @@ from robot_app.cli import main
 from robot_app.config import Config
 from robot_app.service.app import App
 from robot_app.synthetic_logs import write_synthetic_log
-from robot_app.vnm_navigator import VnmNavigator
+from robot_app.nav.vnm import VnmNavigator
 
 from tests.models.test_vnm_navigator import _ScriptedGps
 from tests.robot_app.test_record_a_map import ORIGIN, write_video
@@ -75,7 +75,7 @@ def test_a_lost_vnm_walk_is_replanned_with_a_gps_start(tmp_path, clip_export_dir
 
     mission, nav, plan = asyncio.run(main_())
     guard = [r.getMessage() for r in caplog.records if "max_off_walk_m" in r.getMessage()
-             and r.name == "robot_app.vnm_navigator"]
+             and r.name == "robot_app.nav.vnm"]
     assert len(guard) == 1 and "the GPS fix is 30." in guard[0]  # the first run's end
     assert mission.progress["replans"] == 1
     walk = mission.progress["replanned_walk"]

@@ -11,10 +11,10 @@ import numpy as np
 
 from firmware_bridge.sim.devices import SimulatedDevices
 from robot_app.config import Config
-from robot_app.navigator import GpsNavigator
+from robot_app.nav.gps import GpsNavigator
 from robot_app.service.app import App
 from robot_app.synthetic_logs import enu_to_latlon
-from robot_app.vnm_navigator import VnmNavigator
+from robot_app.nav.vnm import VnmNavigator
 
 from tests.robot_app.test_record_a_map import ORIGIN, write_video
 

@@ -12,7 +12,7 @@ import pytest
 
 from robot_app.config import Config
 from robot_app.mission import MissionExecutive
-from robot_app.navigator import RunReport
+from robot_app.nav.gps import RunReport
 
 
 class ScriptedNavigator:

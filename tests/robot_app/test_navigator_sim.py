@@ -10,7 +10,7 @@ import numpy as np
 
 from firmware_bridge.sim.devices import SimulatedDevices
 from robot_app.config import Config
-from robot_app.navigator import GpsNavigator
+from robot_app.nav.gps import GpsNavigator
 from robot_app.service.app import App
 from robot_app.synthetic_logs import enu_to_latlon
 
@@ -68,7 +68,7 @@ def test_gps_navigator_drives_a_walk_that_ends_near_its_start(tmp_path):
 
 
 def test_pose_estimator_integrates_the_gyro_and_forgets_the_heading_after_a_gap():
-    from robot_app.navigator import PoseEstimator
+    from robot_app.nav.gps import PoseEstimator
 
     est = PoseEstimator()
     est.yaw_rad, est.yaw_known = 0.0, True

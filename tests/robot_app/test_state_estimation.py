@@ -168,7 +168,7 @@ def test_calibrated_magnetometer_gives_the_heading_at_rest(tmp_path):
 
 def test_gps_navigator_drives_on_the_fused_pose(tmp_path):
     """The navigator switches to app.pose once its heading is known and reaches the end of the walk."""
-    from robot_app.navigator import GpsNavigator
+    from robot_app.nav.gps import GpsNavigator
 
     walk = np.array([(0.0, 0.0), (3.0, 0.0), (6.0, 0.0), (8.0, 2.0), (8.0, 5.0)])
     lat, lon = enu_to_latlon(walk, anchor=ORIGIN)
@@ -184,7 +184,7 @@ def test_gps_navigator_drives_on_the_fused_pose(tmp_path):
 
 
 def test_without_the_estimator_the_navigator_uses_its_own_pose(tmp_path):
-    from robot_app.navigator import GpsNavigator
+    from robot_app.nav.gps import GpsNavigator
 
     lat, lon = enu_to_latlon(np.array([(0.0, 0.0), (3.0, 0.0), (5.0, 0.0)]), anchor=ORIGIN)
 

@@ -16,7 +16,7 @@ from evdev import InputEvent, ecodes  # noqa: E402
 from firmware_bridge.sim.devices import SimulatedDevices  # noqa: E402
 from robot_app.commands import CommandMux, Source  # noqa: E402
 from robot_app.config import Config, ConfigError, config_from_mapping  # noqa: E402
-from robot_app.navigator import GpsNavigator  # noqa: E402
+from robot_app.nav.gps import GpsNavigator  # noqa: E402
 from robot_app.service.app import App  # noqa: E402
 from robot_app.synthetic_logs import enu_to_latlon  # noqa: E402
 from robot_app.teleop import AxisRange, GamepadMapper, TeleopComponent  # noqa: E402

@@ -9,7 +9,7 @@ import pytest
 
 import dataclasses
 
-from robot_app.walk_following import GNM_RULES, WalkTracker
+from robot_app.nav.walk_following import GNM_RULES, WalkTracker
 
 
 def WalkRules(**changes):  # noqa: N802 - GNM's deployment rules with changes
@@ -124,7 +124,7 @@ def test_vnm_navigator_takes_its_rules_from_the_config(tmp_path):
     from models.vnm import open_vnm
     from robot_app.config import load_config
     from robot_app.sim import shipped_models_dir
-    from robot_app.vnm_navigator import VnmNavigator
+    from robot_app.nav.vnm import VnmNavigator
 
     p = tmp_path / "c.toml"
     p.write_text("[vnm_nav]\nwindow = 6\ngoal_confirm_steps = 3\nrecover_window = 12\nwaypoint_index = 9\n")
@@ -148,7 +148,7 @@ def test_vnm_navigator_takes_its_rules_from_the_config(tmp_path):
     ([1, 1], {}, [("vnm", 0, 1)]),
 ])
 def test_walk_stretches_drive_facing_runs_with_the_vnm_and_the_rest_by_gps(facing, kw, want):
-    from robot_app.walk_following import walk_stretches
+    from robot_app.nav.walk_following import walk_stretches
 
     got = walk_stretches(np.asarray(facing, dtype=bool), **kw)
     assert got == want
@@ -157,7 +157,7 @@ def test_walk_stretches_drive_facing_runs_with_the_vnm_and_the_rest_by_gps(facin
 
 
 def test_walk_stretches_refuse_bad_input():
-    from robot_app.walk_following import walk_stretches
+    from robot_app.nav.walk_following import walk_stretches
 
     with pytest.raises(ValueError, match="non-empty"):
         walk_stretches([])
@@ -185,7 +185,7 @@ def test_route_jobs_use_map_headings_only_from_maps_that_smooth_them(caplog):
 def test_stretch_yaw_faces_the_way_the_stretch_goes():
     import math
 
-    from robot_app.walk_following import stretch_yaw
+    from robot_app.nav.walk_following import stretch_yaw
 
     xy = np.array([[0.0, 0.0], [0.5, 0.5], [0.0, 1.0], [0.0, 2.5], [0.0, 4.0]])  # a corner node, then north
     heading = np.array([math.pi / 4, 1.0, 1.2, math.pi / 2, math.pi / 2])
@@ -200,9 +200,9 @@ def test_vnm_navigator_sends_sharp_turns_to_gps_when_configured():
     from types import SimpleNamespace
 
     from robot_app.config import Config
-    from robot_app.navigator import PoseEstimator
+    from robot_app.nav.gps import PoseEstimator
     from robot_app.synthetic_logs import enu_to_latlon
-    from robot_app.vnm_navigator import VnmNavigator
+    from robot_app.nav.vnm import VnmNavigator
 
     xy = np.array([[0.0, 2.5 * k] for k in range(9)] + [[2.5 * k, 20.0] for k in range(1, 9)])
     heading = np.array([math.pi / 2] * 9 + [0.0] * 8)  # the images face the way the walk goes
@@ -227,9 +227,9 @@ def test_vnm_navigator_gives_the_start_of_a_walk_to_gps_after_a_loss():
     from types import SimpleNamespace
 
     from robot_app.config import Config
-    from robot_app.navigator import PoseEstimator
+    from robot_app.nav.gps import PoseEstimator
     from robot_app.synthetic_logs import enu_to_latlon
-    from robot_app.vnm_navigator import VnmNavigator
+    from robot_app.nav.vnm import VnmNavigator
 
     xy = np.array([[0.0, 2.5 * k] for k in range(9)])  # 20 m north, a node every 2.5 m
     lat, lon = enu_to_latlon(xy, anchor=(52.5148, 13.4643))

@@ -97,7 +97,7 @@ def test_sim_camera_without_a_world_fails_clearly(tmp_path):
 
 def test_gps_navigator_follows_a_walk_in_the_world(tmp_path):
     """The app's GPS navigator closes the loop through the drivers and the world plant (no camera)."""
-    from robot_app.navigator import GpsNavigator
+    from robot_app.nav.gps import GpsNavigator
 
     world = load_world("campus")
     plant = WorldPlant(world, start=(0.0, -44.0, 0.0))  # just south of the main path / east loop junction
@@ -135,9 +135,9 @@ def _follow_with_sim_vnm(tmp_path, world, jpegs, walk_latlon, headings, start):
     from pathlib import Path
 
     import robot_app
-    from robot_app.navigator import GpsNavigator
+    from robot_app.nav.gps import GpsNavigator
     from robot_app.sim import sim_nav_config
-    from robot_app.vnm_navigator import VnmNavigator
+    from robot_app.nav.vnm import VnmNavigator
 
     shipped = Path(robot_app.__file__).resolve().parent / "data" / "models" / "sim"
     models = tmp_path / "models"

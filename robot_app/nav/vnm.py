@@ -27,7 +27,7 @@ import numpy as np
 from robot_app.config import nav_options
 from robot_app.nav.policy import NavPolicy, Outcome, Walk
 from robot_app.nav.shell import WalkShell, jpeg_rgb
-from robot_app.navigator import PoseEstimator, RunReport
+from robot_app.nav.gps import PoseEstimator, RunReport
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +50,8 @@ class VnmNavigator:
 
     ``options`` (:class:`robot_app.nav.policy.NavOptions`) default :func:`robot_app.config.nav_options` of
     the app's config; ``changes`` override single ones (:meth:`NavOptions.replace`: the keys of
-    :class:`robot_app.walk_following.WalkRules` and of NavOptions). ``gps_navigator`` (a
-    :class:`robot_app.navigator.GpsNavigator` on the same app) is the pose source: with it and the walk's
+    :class:`robot_app.nav.walk_following.WalkRules` and of NavOptions). ``gps_navigator`` (a
+    :class:`robot_app.nav.gps.GpsNavigator` on the same app) is the pose source: with it and the walk's
     positions the GPS stretches, the GPS checks and the approach leg happen; without it the VNM drives
     the whole walk.
     """
