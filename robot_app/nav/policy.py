@@ -83,6 +83,7 @@ import numpy as np
 
 from core.control import (line_follow_velocity, passed_end, polyline_distance, waypoint_to_velocity,
                           wrap_angle)
+from robot_app.nav.pursuit import PathPursuit
 from robot_app.nav.walk_following import WalkRules, WalkTracker, stretch_yaw, vnm_nodes, walk_stretches
 
 __all__ = ["Driver", "Outcome", "Phase", "NavOptions", "Pose", "VnmOutput", "VnmRequest", "Observation",
@@ -303,17 +304,19 @@ class Walk:
 
 @dataclass
 class _GpsLeg:
-    """A stretch driven by GPS: its path (n, 2) m, the walk indices lo..hi it covers, the arrival radius."""
+    """A stretch driven by GPS: pure pursuit along its path, the walk indices lo..hi it covers, the arrival
+    radius."""
 
-    path: np.ndarray
+    pursuit: PathPursuit
     lo: int
     hi: int
     radius_m: float
-    arc: np.ndarray
-    folds_m: np.ndarray
-    progress_m: float = 0.0
     best_goal_m: float = math.inf
     lost_steps: int = 0
+
+    @property
+    def path(self) -> np.ndarray:
+        return self.pursuit.path
 
 
 @dataclass
@@ -344,30 +347,6 @@ class _State:
     last: Directive | None = None
     gps: _GpsLeg | None = None
     vnm: _VnmLeg | None = None
-
-
-#: a path turning back by more than this at a node folds there (pure pursuit drives to the fold's tip first)
-FOLD_DEG = 120.0
-#: within this of a fold's tip (m), the robot is at it
-FOLD_REACHED_M = 1.0
-
-
-def _folds(path: np.ndarray, arc: np.ndarray) -> np.ndarray:
-    """Arc lengths (m) of the path's nodes where it turns back by more than :data:`FOLD_DEG` (the directions
-    of the path over the 1 m before and after the node)."""
-    if path.shape[0] < 3 or arc[-1] < 2.0:
-        return np.zeros(0)
-    out = []
-    for k in range(1, path.shape[0] - 1):
-        if arc[k] < 1.0 or arc[-1] - arc[k] < 1.0:
-            continue
-        back = np.array([np.interp(arc[k] - 1.0, arc, path[:, j]) for j in (0, 1)])
-        fwd = np.array([np.interp(arc[k] + 1.0, arc, path[:, j]) for j in (0, 1)])
-        u, v = path[k] - back, fwd - path[k]
-        nu, nv = math.hypot(*u), math.hypot(*v)
-        if nu > 0.3 and nv > 0.3 and float(u @ v) / (nu * nv) < math.cos(math.radians(FOLD_DEG)):
-            out.append(float(arc[k]))
-    return np.asarray(out)
 
 
 class NavPolicy:
@@ -673,17 +652,14 @@ class NavPolicy:
         return self._directive(Driver.VNM, v, w, period, here, leg.lo + dec.subgoal, best_steps=dec.best_steps)
 
     def _new_gps_leg(self, path: np.ndarray, lo: int, hi: int, radius: float, t: float) -> None:
-        path = np.asarray(path, dtype=np.float64).reshape(-1, 2)
-        arc = np.concatenate([[0.0], np.cumsum(np.hypot(*np.diff(path, axis=0).T))]) if path.shape[0] > 1 \
-            else np.zeros(1)
-        self._s.gps = _GpsLeg(path, lo, hi, radius, arc, _folds(path, arc))
+        self._s.gps = _GpsLeg(PathPursuit(path, lookahead_m=self.o.lookahead_m), lo, hi, radius)
         self._s.fix_ok_t = t
 
     def _gps(self, obs: Observation, t: float) -> Directive:
         s, o = self._s, self.o
         leg = s.gps
-        n = leg.path.shape[0]
-        idx = min(leg.lo + int(np.searchsorted(leg.arc, leg.progress_m + 1e-9, side="right")) - 1, leg.hi)
+        pp = leg.pursuit
+        idx = min(leg.lo + pp.index(), leg.hi)
         fix = self._fresh_fix(obs)
         if fix is None:
             if t - s.fix_ok_t > o.gps_lost_s:
@@ -693,27 +669,16 @@ class NavPolicy:
         s.fix_ok_t = t
         x, y = fix
         goal_d = math.hypot(leg.path[-1, 0] - x, leg.path[-1, 1] - y)
-        leg.progress_m = self._advance(leg, x, y)
-        ahead = leg.folds_m[leg.folds_m > leg.progress_m + 1e-6]
-        if ahead.size and math.hypot(np.interp(ahead[0], leg.arc, leg.path[:, 0]) - x,
-                                     np.interp(ahead[0], leg.arc, leg.path[:, 1]) - y) <= FOLD_REACHED_M:
-            leg.progress_m = float(ahead[0])  # at a fold's tip: on along the leg back
-        near_end = leg.progress_m >= leg.arc[max(0, n - 3)] or leg.arc[-1] - leg.progress_m <= leg.radius_m + 1.0
-        if goal_d <= leg.radius_m and near_end:
+        pp.advance(x, y)
+        if goal_d <= leg.radius_m and pp.near_end(leg.radius_m):
             leg.best_goal_m = goal_d
             if s.phase is Phase.APPROACH:
                 return self._begin(1, obs, t, turn=True)
             return self._next(obs, t)
         if goal_d < leg.best_goal_m - 0.2:
             leg.best_goal_m, s.progress_t = goal_d, t
-        if polyline_distance(leg.path, x, y) > o.gps_max_distance_m:
-            leg.lost_steps += 1
-        else:
-            leg.lost_steps = 0
-        # the node at the progress along the path (only forward: a path that folds back over itself is
-        # followed in order, never by the node nearest the robot on the other leg of the fold)
-        k = min(int(np.searchsorted(leg.arc, leg.progress_m + 1e-9, side="right")) - 1, n - 1)
-        idx = min(leg.lo + k, leg.hi)
+        leg.lost_steps = leg.lost_steps + 1 if polyline_distance(leg.path, x, y) > o.gps_max_distance_m else 0
+        idx = min(leg.lo + pp.index(), leg.hi)
         self._reached_index(idx if s.phase is Phase.GPS else 0, t)
         if leg.lost_steps >= o.gps_max_lost_steps:
             return self._end(Outcome.LOST, obs, f"more than gps_max_distance_m = {o.gps_max_distance_m:.0f} m from "
@@ -722,37 +687,7 @@ class NavPolicy:
         p = obs.pose
         if not p.yaw_known:  # creep straight ahead until the GPS course gives the heading
             return self._directive(Driver.GPS, min(o.acquire_v_mps, o.gps_max_v_mps), 0.0, o.gps_period_s, idx, sub)
-        tx, ty = self._target(leg, x, y)
+        tx, ty = pp.target(x, y)
         v, w = line_follow_velocity(x, y, p.yaw_rad, tx, ty, max_v_mps=o.gps_max_v_mps,
                                     max_omega_radps=o.max_omega_radps)
         return self._directive(Driver.GPS, v, w, o.gps_period_s, idx, sub, target_xy=(tx, ty))
-
-    def _advance(self, leg: _GpsLeg, x: float, y: float, *, tolerance_m: float = 0.3, samples: int = 60) -> float:
-        """The progress (m along the path) of the robot: among the path's points from the progress so far to
-        ``2 lookahead_m + 2`` m beyond it, the EARLIEST within ``tolerance_m`` of the nearest one (pure
-        pursuit's projection, only forward; where the path folds back onto itself both legs pass the robot,
-        and the earlier is the one it is on)."""
-        if leg.path.shape[0] < 2:
-            return 0.0
-        s = np.linspace(leg.progress_m, min(leg.progress_m + 2.0 * self.o.lookahead_m + 2.0, float(leg.arc[-1])),
-                        samples)
-        d = np.hypot(np.interp(s, leg.arc, leg.path[:, 0]) - x, np.interp(s, leg.arc, leg.path[:, 1]) - y)
-        return max(leg.progress_m, float(s[int(np.flatnonzero(d <= d.min() + tolerance_m)[0])]))
-
-    def _target(self, leg: _GpsLeg, x: float, y: float) -> tuple[float, float]:
-        """Pure pursuit's target: the first point of the path beyond the progress that is ``lookahead_m``
-        from the robot, searched (every 0.25 m) up to 1.5 ``lookahead_m`` along the path beyond the progress;
-        none there: the farthest of those points from the robot. The search ends at the path's end and at the
-        next fold (where the path turns back by more than :data:`FOLD_DEG`), whose tip the robot drives to
-        (within :data:`FOLD_REACHED_M`) before the leg back counts."""
-        p, arc = leg.path, leg.arc
-        if p.shape[0] < 2:
-            return float(p[0, 0]), float(p[0, 1])
-        ahead = leg.folds_m[leg.folds_m > leg.progress_m + 1e-6]
-        end = min(leg.progress_m + 1.5 * self.o.lookahead_m, float(arc[-1]), *ahead[:1])
-        s = np.append(np.arange(leg.progress_m, end, 0.25), end)
-        px, py = np.interp(s, arc, p[:, 0]), np.interp(s, arc, p[:, 1])
-        d = np.hypot(px - x, py - y)
-        far = np.flatnonzero(d >= self.o.lookahead_m)
-        k = int(far[0]) if far.size else int(np.argmax(d))
-        return float(px[k]), float(py[k])
