@@ -76,12 +76,16 @@ def test_drive_command_reaches_wheels_and_watchdog_stops(tmp_path, arun):
             await _wait_for(lambda: abs(sim.plant.state().v_mps - 0.5) < 0.01, 2.0)
             fb = drv.latest(WheelFeedback, max_age_s=0.2)
             assert fb.left.velocity_radps == pytest.approx(l, rel=0.05)
-            # silence: the host watchdog sends zero within 0.3 s of the last command
+            # silence: the host watchdog sends zero on its own once the command is older than cmd_timeout_s,
+            # not before (how soon after is a benchmark: `robot-app bench stale-stop`; under load the tick is
+            # late, so no wall-clock bound here beyond "it stops")
             t_last = time.monotonic()
             drv.set_velocity(0.5, 0.2)
-            await _wait_for(lambda: sim.drive_log[-1][1].left == 0.0 and sim.drive_log[-1][1].right == 0.0, 1.0)
-            t_zero = next(t for t, m in sim.drive_log if t > t_last and m.left == 0.0 and m.right == 0.0)
-            assert t_zero - t_last < 0.3
+            await _wait_for(lambda: sim.drive_log[-1][1].left == 0.0 and sim.drive_log[-1][1].right == 0.0, 3.0)
+            after = [(t, m) for t, m in drv.sent_log if t > t_last]
+            k = next(i for i, (_t, m) in enumerate(after) if m.left == 0.0 and m.right == 0.0)
+            assert after[k][0] - t_last >= ROBOT.cmd_timeout_s - 1e-3  # not early
+            assert all(m.left != 0.0 for _t, m in after[:k])  # full speed until then: cut at once, not ramped
     arun(body)
 
 
@@ -98,10 +102,18 @@ def test_speed_and_acceleration_limits(tmp_path, arun):
             # never above the speed limits (wheel rad/s of max_v and max_omega)
             lim = (ROBOT.max_v_mps + ROBOT.max_omega_radps * ROBOT.wheel_separation_m / 2) / ROBOT.wheel_radius_m
             assert max(abs(m.left) for _, m in sent) <= lim + 1e-3
-            # the first commands ramp (20 m/s^2 at 50 Hz = 0.4 m/s per tick)
-            first = sent[0][1]
-            v_first = (first.left + first.right) / 2 * ROBOT.wheel_radius_m
-            assert 0.0 < v_first <= 0.4 * 1.5 + 1e-6
+            # the commands ramp: between two frames the speed changes by at most max_accel x the time between
+            # them (the limiter steps on the measured tick interval, so a late tick under load takes a larger,
+            # still bounded, step)
+            log = list(drv.sent_log)
+            before = [i for i, (t, _m) in enumerate(log) if t <= t0]
+            # standing before the first command: the last frame sent before it, else t0 itself (the drive
+            # loop had not ticked yet: its first step is measured from a time after t0)
+            v = [(0.0, log[before[-1]][0] if before else t0)]
+            v += [((m.left + m.right) / 2 * ROBOT.wheel_radius_m, t) for t, m in log if t > t0]
+            assert v[1][0] > 0.0
+            for (va, ta), (vb, tb) in zip(v, v[1:]):
+                assert abs(vb - va) <= ROBOT.max_accel_mps2 * (tb - ta) * 1.2 + 0.02, (va, vb, tb - ta)
             with pytest.raises(ValueError):
                 drv.set_velocity(float("nan"), 0.0)
     arun(body)
