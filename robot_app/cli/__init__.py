@@ -81,6 +81,22 @@ def build_parser() -> argparse.ArgumentParser:
         if not groups[group].choices:  # a group no module filled yet
             sub._name_parser_map.pop(group, None)
             sub._choices_actions = [a for a in sub._choices_actions if a.dest != group]
+    # the global options are accepted after the subcommand too (`robot-app run --config X`); given there,
+    # they replace the ones before it
+    def leaves(p: argparse.ArgumentParser):
+        subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            yield p
+        for a in subs:
+            for child in a.choices.values():
+                yield from leaves(child)
+
+    for p in {id(q): q for q in leaves(parser)}.values():
+        if p is parser:
+            continue
+        p.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help="as before the command")
+        p.add_argument("--log-level", default=argparse.SUPPRESS, choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                       help="as before the command")
     return parser
 
 

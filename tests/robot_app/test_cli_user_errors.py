@@ -73,3 +73,15 @@ def test_demo_checks_its_output_folder_before_any_stage(tmp_path, capsys):
     blocked.write_text("x")
     _one_line_error(capsys, ["demo", "--quick", "--out", str(blocked / "sub")], "cannot write there")
     _one_line_error(capsys, ["demo", "--quick", "--out", str(blocked)], "exists and is not a folder")
+
+
+def test_global_options_are_accepted_after_the_subcommand_too(tmp_path, capsys):
+    import json
+
+    conf = tmp_path / "c.toml"
+    conf.write_text("[planner]\nalpha = 0.25\n")
+    assert main(["config", "show", "--config", str(conf)]) == 0
+    assert json.loads(capsys.readouterr().out)["planner"]["alpha"] == 0.25
+    # given after the command it replaces the one before it
+    assert main(["--config", str(tmp_path / "nope.toml"), "config", "show", "--config", str(conf)]) == 0
+    capsys.readouterr()
