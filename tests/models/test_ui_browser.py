@@ -8,16 +8,13 @@ does not work offline). ``.ci/run`` installs chromium; screenshots at 800x480 an
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import shutil
 from pathlib import Path
 
 import pytest
 
-from firmware_bridge.sim.devices import SimulatedDevices
-from robot_app.service.app import App
 
-from tests.models.test_ui_route import ORIGIN, route_setup  # noqa: F401 - the shared fixture
+from tests.models.test_ui_route import route_setup, running_app  # noqa: F401 - the shared fixture
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
@@ -32,92 +29,80 @@ def test_operator_plans_drives_and_stops_from_the_touchscreen(tmp_path, route_se
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
     async def main_():
-        ports = tmp_path / "ports"
-        ports.mkdir()
-        async with SimulatedDevices(ports, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
-            cfg = dataclasses.replace(route_setup, serial=dataclasses.replace(route_setup.serial,
-                                                                              base_port=str(sim.ports["jackal"])))
-            app = App(cfg)
-            task = asyncio.ensure_future(app.run())
-            try:
-                await app.base.wait_connected(10.0)
-                while not app.ui.port:
-                    await asyncio.sleep(0.05)
-                url = f"http://127.0.0.1:{app.ui.port}/"
-                async with async_playwright() as pw:
-                    browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        async with running_app(tmp_path, route_setup) as (app, sim):
+            url = f"http://127.0.0.1:{app.ui.port}/"
+            async with async_playwright() as pw:
+                browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+                try:
+                    page = await browser.new_page(viewport={"width": 1280, "height": 800})
+                    errors = []
+                    page.on("pageerror", lambda exc: errors.append(str(exc)))
+                    await page.goto(url + f"#token={app.ui_token}")  # as the kiosk launcher opens it
+                    await page.wait_for_function("document.getElementById('st-link').textContent === 'MCU link'")
+                    await page.wait_for_function("document.getElementById('st-gps').textContent.startsWith('GPS')")
+                    # route from words: parsed landmarks with the chosen node images, Go only after that
+                    assert await page.is_disabled("#go")
+                    # the on-screen keyboard types into the focused field
+                    await page.click("#instruction")
+                    assert await page.is_visible("#keyboard")
+                    for key in ["h", "i", "space", "⌫", "⌫", "⌫"]:
+                        await page.click(f'#keyboard button[data-key="{key}"]')
+                    assert await page.input_value("#instruction") == ""
+                    await page.click('#keyboard button[data-key="hide"]')
+                    await page.fill("#instruction", "Go past the red house, then stop at the blue car.")
+                    await page.click("#plan")
+                    await page.wait_for_selector("#landmarks li >> nth=1")
+                    assert "red house" in await page.inner_text("#landmarks")
+                    assert "red house" in await page.inner_text("#recent")  # one tap to reuse it
+                    assert await page.is_enabled("#go")
+                    await page.screenshot(path=str(ARTIFACTS / "route-1280x800.png"))
+                    # tap the far end of the drive on the map: a walk there, confirmed with Go
+                    await page.click('.tab[data-screen="map"]')
+                    n = len(await page.evaluate("fetch('/api/map').then(r => r.json()).then(d => d.xy_m)"))
+                    x, y = await page.evaluate(f"window.robotUi.nodePixel({n - 1})")
+                    await page.mouse.click(x, y)
                     try:
-                        page = await browser.new_page(viewport={"width": 1280, "height": 800})
-                        errors = []
-                        page.on("pageerror", lambda exc: errors.append(str(exc)))
-                        await page.goto(url + f"#token={app.ui_token}")  # as the kiosk launcher opens it
-                        await page.wait_for_function("document.getElementById('st-link').textContent === 'MCU link'")
-                        await page.wait_for_function("document.getElementById('st-gps').textContent.startsWith('GPS')")
-                        # route from words: parsed landmarks with the chosen node images, Go only after that
-                        assert await page.is_disabled("#go")
-                        # the on-screen keyboard types into the focused field
-                        await page.click("#instruction")
-                        assert await page.is_visible("#keyboard")
-                        for key in ["h", "i", "space", "⌫", "⌫", "⌫"]:
-                            await page.click(f'#keyboard button[data-key="{key}"]')
-                        assert await page.input_value("#instruction") == ""
-                        await page.click('#keyboard button[data-key="hide"]')
-                        await page.fill("#instruction", "Go past the red house, then stop at the blue car.")
-                        await page.click("#plan")
-                        await page.wait_for_selector("#landmarks li >> nth=1")
-                        assert "red house" in await page.inner_text("#landmarks")
-                        assert "red house" in await page.inner_text("#recent")  # one tap to reuse it
-                        assert await page.is_enabled("#go")
-                        await page.screenshot(path=str(ARTIFACTS / "route-1280x800.png"))
-                        # tap the far end of the drive on the map: a walk there, confirmed with Go
-                        await page.click('.tab[data-screen="map"]')
-                        n = len(await page.evaluate("fetch('/api/map').then(r => r.json()).then(d => d.xy_m)"))
-                        x, y = await page.evaluate(f"window.robotUi.nodePixel({n - 1})")
-                        await page.mouse.click(x, y)
-                        try:
-                            await page.wait_for_function(
-                                f"document.getElementById('landmarks').textContent.includes('node {n - 1}')", timeout=15000)
-                        except Exception:
-                            await page.screenshot(path=str(ARTIFACTS / "failed-map-tap.png"))
-                            raise AssertionError(f"tap at ({x}, {y}) planned nothing: {await page.inner_text('#message')!r}")
-                        await page.click("#go")
-                        await page.wait_for_function("document.getElementById('st-mode').dataset.state === 'running'")
-                        await page.wait_for_function("!document.getElementById('subgoal').hidden")  # next subgoal image
-                        for _ in range(60):
-                            if abs(sim.plant.state().v_mps) > 0.1:
-                                break
-                            await asyncio.sleep(0.1)
-                        assert abs(sim.plant.state().v_mps) > 0.1, "the robot did not move"
-                        await page.screenshot(path=str(ARTIFACTS / "running-1280x800.png"))
-                        # STOP: latched through the bridge, motion ends
-                        await page.click("#stop")
-                        await page.wait_for_function("document.getElementById('st-estop').textContent === 'STOPPED'")
-                        await asyncio.sleep(0.5)
-                        assert abs(sim.plant.state().v_mps) < 0.05
-                        assert app.base.estop_latched
-                        await page.set_viewport_size({"width": 800, "height": 480})
-                        await page.screenshot(path=str(ARTIFACTS / "stopped-800x480.png"))
-                        box = await page.locator("#stop").bounding_box()
-                        assert box["width"] >= 100 and box["height"] >= 56  # finger-sized at 800x480
-                        for screen in ("task", "record", "status"):
-                            await page.click(f'.tab[data-screen="{screen}"]')
-                            assert await page.is_visible(f"#screen-{screen}")
-                        await page.click('.tab[data-screen="task"]')
-                        await page.screenshot(path=str(ARTIFACTS / "task-800x480.png"))
-                        # the map shows the robot; "Set start" then a tap picks the start node of the next plan
-                        await page.set_viewport_size({"width": 1280, "height": 800})
-                        await page.click('.tab[data-screen="map"]')
-                        await page.click("#pick-start")
-                        x, y = await page.evaluate("window.robotUi.nodePixel(1)")
-                        await page.mouse.click(x, y)
-                        await page.wait_for_function("document.getElementById('map-hint').textContent.startsWith('Start: node 1')")
-                        await page.screenshot(path=str(ARTIFACTS / "map-1280x800.png"))
-                        assert not errors, errors
-                    finally:
-                        await browser.close()
-            finally:
-                app.request_stop()
-                await asyncio.wait_for(task, 10.0)
+                        await page.wait_for_function(
+                            f"document.getElementById('landmarks').textContent.includes('node {n - 1}')", timeout=15000)
+                    except Exception:
+                        await page.screenshot(path=str(ARTIFACTS / "failed-map-tap.png"))
+                        raise AssertionError(f"tap at ({x}, {y}) planned nothing: {await page.inner_text('#message')!r}")
+                    await page.click("#go")
+                    await page.wait_for_function("document.getElementById('st-mode').dataset.state === 'running'")
+                    await page.wait_for_function("!document.getElementById('subgoal').hidden")  # next subgoal image
+                    for _ in range(60):
+                        if abs(sim.plant.state().v_mps) > 0.1:
+                            break
+                        await asyncio.sleep(0.1)
+                    assert abs(sim.plant.state().v_mps) > 0.1, "the robot did not move"
+                    await page.screenshot(path=str(ARTIFACTS / "running-1280x800.png"))
+                    # STOP: latched through the bridge, motion ends
+                    await page.click("#stop")
+                    await page.wait_for_function("document.getElementById('st-estop').textContent === 'STOPPED'")
+                    await asyncio.sleep(0.5)
+                    assert abs(sim.plant.state().v_mps) < 0.05
+                    assert app.base.estop_latched
+                    await page.set_viewport_size({"width": 800, "height": 480})
+                    await page.screenshot(path=str(ARTIFACTS / "stopped-800x480.png"))
+                    box = await page.locator("#stop").bounding_box()
+                    assert box["width"] >= 100 and box["height"] >= 56  # finger-sized at 800x480
+                    for screen in ("task", "record", "status"):
+                        await page.click(f'.tab[data-screen="{screen}"]')
+                        assert await page.is_visible(f"#screen-{screen}")
+                    await page.click('.tab[data-screen="task"]')
+                    await page.screenshot(path=str(ARTIFACTS / "task-800x480.png"))
+                    # the map shows the robot; "Set start" then a tap picks the start node of the next plan
+                    await page.set_viewport_size({"width": 1280, "height": 800})
+                    await page.click('.tab[data-screen="map"]')
+                    await page.click("#pick-start")
+                    x, y = await page.evaluate("window.robotUi.nodePixel(1)")
+                    await page.mouse.click(x, y)
+                    await page.wait_for_function("document.getElementById('map-hint').textContent.startsWith('Start: node 1')")
+                    await page.screenshot(path=str(ARTIFACTS / "map-1280x800.png"))
+                    assert not errors, errors
+                finally:
+                    await browser.close()
+
 
     asyncio.run(main_())
     assert (ARTIFACTS / "stopped-800x480.png").stat().st_size > 5000
@@ -167,19 +152,10 @@ def test_a_page_from_another_origin_cannot_release_plan_go_or_read_frames(tmp_pa
     from playwright.async_api import async_playwright
 
     async def main_():
-        ports = tmp_path / "ports"
-        ports.mkdir()
-        async with SimulatedDevices(ports, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
-            cfg = dataclasses.replace(route_setup, serial=dataclasses.replace(route_setup.serial,
-                                                                              base_port=str(sim.ports["jackal"])))
-            app = App(cfg)
-            task = asyncio.ensure_future(app.run())
+        async with running_app(tmp_path, route_setup) as (app, _sim):
             evil = web.Application()
             runner = None
             try:
-                await app.base.wait_connected(10.0)
-                while not app.ui.port:
-                    await asyncio.sleep(0.05)
                 app.mission.stop("test: latched before the attack")
                 robot = f"http://127.0.0.1:{app.ui.port}"
                 page_html = EVIL_PAGE.replace("ROBOT", robot)
@@ -202,8 +178,6 @@ def test_a_page_from_another_origin_cannot_release_plan_go_or_read_frames(tmp_pa
             finally:
                 if runner is not None:
                     await runner.cleanup()
-                app.request_stop()
-                await asyncio.wait_for(task, 10.0)
 
     result, stop_reason, plan, state = asyncio.run(main_())
     assert stop_reason is not None and state == "stopped"  # still latched: no release got through

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import shutil
@@ -19,6 +20,25 @@ from robot_app.synthetic_logs import write_synthetic_log
 from robot_app.ui.server import UiConfigError
 
 ORIGIN = (52.5148, 13.4643)
+
+
+@contextlib.asynccontextmanager
+async def running_app(tmp_path, cfg):
+    """The app for ``cfg`` on the simulated Jackal (its base port set here), the UI serving; yields (app,
+    simulated devices) and stops the app on exit."""
+    ports = tmp_path / "ports"
+    ports.mkdir()
+    async with SimulatedDevices(ports, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
+        app = App(dataclasses.replace(cfg, serial=dataclasses.replace(cfg.serial, base_port=str(sim.ports["jackal"]))))
+        task = asyncio.ensure_future(app.run())
+        try:
+            await app.base.wait_connected(10.0)
+            while not app.ui.port:
+                await asyncio.sleep(0.05)
+            yield app, sim
+        finally:
+            app.request_stop()
+            await asyncio.wait_for(task, 10.0)
 
 
 @pytest.fixture
@@ -39,87 +59,77 @@ def route_setup(tmp_path, clip_export_dir, capsys):
 
 def test_plan_confirm_drive_and_stop_through_the_api(tmp_path, route_setup):
     async def main_():
-        ports = tmp_path / "ports"
-        ports.mkdir()
-        async with SimulatedDevices(ports, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
-            cfg = dataclasses.replace(route_setup, serial=dataclasses.replace(route_setup.serial,
-                                                                              base_port=str(sim.ports["jackal"])))
-            app = App(cfg)
-            task = asyncio.ensure_future(app.run())
-            try:
-                await app.base.wait_connected(10.0)
-                for _ in range(100):
-                    if app.ui.port and app.status_dict()["gps"]:
-                        break
+        async with running_app(tmp_path, route_setup) as (app, sim):
+            for _ in range(100):
+                if app.ui.port and app.status_dict()["gps"]:
+                    break
+                await asyncio.sleep(0.1)
+            url = f"http://127.0.0.1:{app.ui.port}"
+            async with aiohttp.ClientSession(headers={"X-Robot-Token": app.ui_token}) as http:
+                page = await (await http.get(url + "/")).text()
+                assert "STOP" in page and "/static/app.js" in page
+                st = await (await http.get(url + "/api/status")).json()
+                assert st["mcu_link"] and st["mission"]["state"] == "idle" and st["gps"]["quality"] >= 1
+                # nothing to confirm yet
+                r = await http.post(url + "/api/route/go", json={"plan_id": "0" * 32})
+                assert r.status == 409 and "plan a route first" in (await r.json())["error"]
+                r = await http.post(url + "/api/route/plan",
+                                    json={"instruction": "Go past the red house, then stop at the blue car."})
+                plan = await r.json()
+                assert r.status == 200, plan
+                assert plan["start"] == 0 and len(plan["landmarks"]) == 2
+                assert [g["name"] for g in plan["grounding"]["landmarks"]] == [x["name"] for x in plan["landmarks"]]
+                img = await http.get(url + f"/api/map/image/{plan['landmarks'][0]['node']}")
+                assert img.status == 200 and (await img.read())[:2] == b"\xff\xd8"
+                # the tiny CLIP has random weights, so where its landmarks land is arbitrary: drive to a
+                # chosen node (the far end of the drive) to exercise Go and STOP deterministically
+                n_nodes = len((await (await http.get(url + "/api/map")).json())["xy_m"])
+                r = await http.post(url + "/api/route/plan", json={"goal": n_nodes - 1})
+                plan = await r.json()
+                assert r.status == 200 and plan["nodes"][0] == 0 and plan["nodes"][-1] == n_nodes - 1
+                assert isinstance(plan["id"], str) and len(plan["id"]) == 32  # 128 random bits, hex
+                r = await http.post(url + "/api/route/go", json={"plan_id": plan["id"]})
+                assert r.status == 200
+                again = await http.post(url + "/api/route/go", json={"plan_id": plan["id"]})
+                assert again.status == 409  # single use: the plan is being driven
+                moved = False
+                for _ in range(60):
                     await asyncio.sleep(0.1)
-                url = f"http://127.0.0.1:{app.ui.port}"
-                async with aiohttp.ClientSession(headers={"X-Robot-Token": app.ui_token}) as http:
-                    page = await (await http.get(url + "/")).text()
-                    assert "STOP" in page and "/static/app.js" in page
-                    st = await (await http.get(url + "/api/status")).json()
-                    assert st["mcu_link"] and st["mission"]["state"] == "idle" and st["gps"]["quality"] >= 1
-                    # nothing to confirm yet
-                    r = await http.post(url + "/api/route/go", json={"plan_id": "0" * 32})
-                    assert r.status == 409 and "plan a route first" in (await r.json())["error"]
-                    r = await http.post(url + "/api/route/plan",
-                                        json={"instruction": "Go past the red house, then stop at the blue car."})
-                    plan = await r.json()
-                    assert r.status == 200, plan
-                    assert plan["start"] == 0 and len(plan["landmarks"]) == 2
-                    assert [g["name"] for g in plan["grounding"]["landmarks"]] == [x["name"] for x in plan["landmarks"]]
-                    img = await http.get(url + f"/api/map/image/{plan['landmarks'][0]['node']}")
-                    assert img.status == 200 and (await img.read())[:2] == b"\xff\xd8"
-                    # the tiny CLIP has random weights, so where its landmarks land is arbitrary: drive to a
-                    # chosen node (the far end of the drive) to exercise Go and STOP deterministically
-                    n_nodes = len((await (await http.get(url + "/api/map")).json())["xy_m"])
-                    r = await http.post(url + "/api/route/plan", json={"goal": n_nodes - 1})
-                    plan = await r.json()
-                    assert r.status == 200 and plan["nodes"][0] == 0 and plan["nodes"][-1] == n_nodes - 1
-                    assert isinstance(plan["id"], str) and len(plan["id"]) == 32  # 128 random bits, hex
-                    r = await http.post(url + "/api/route/go", json={"plan_id": plan["id"]})
-                    assert r.status == 200
-                    again = await http.post(url + "/api/route/go", json={"plan_id": plan["id"]})
-                    assert again.status == 409  # single use: the plan is being driven
-                    moved = False
-                    for _ in range(60):
-                        await asyncio.sleep(0.1)
-                        if abs(sim.plant.state().v_mps) > 0.1:
-                            moved = True
-                            break
-                    assert moved, f"the robot never moved: {app.status_dict()} plan {plan['nodes']}"
-                    r = await http.post(url + "/api/stop")
-                    st = await r.json()
-                    assert st["estop_latched"] and st["mission"]["state"] == "stopped"
-                    await asyncio.sleep(0.6)
-                    assert abs(sim.plant.state().v_mps) < 0.05  # motion ended
-                    st = await (await http.get(url + "/api/status")).json()
-                    assert st["mission"]["disengagements"] == 1
-                    record = json.loads(Path(st["mission"]["progress"]["record"]).read_text())
-                    assert record["outcome"] == "stopped" and record["disengagements"] == 1
-                    assert record["plan"]["nodes"] == plan["nodes"] and len(record["trace"]) > 0
-                    # re-localise and re-plan from where the robot is now (what a lost/stuck run does)
-                    lat, lon = await asyncio.to_thread(app.mission.replan_from_here, [n_nodes - 1])
-                    replanned = app.mission.progress["replanned_walk"]
-                    assert replanned[-1] == n_nodes - 1 and len(lat) == len(replanned)
-                    assert 0 <= replanned[0] <= 3  # the node nearest the robot, a few metres along the drive
-                    r = await http.post(url + "/api/release", json={})
-                    assert r.status == 200 and not (await r.json())["estop_latched"]
-                    # bad input is refused, not run
-                    assert (await http.post(url + "/api/route/plan", data=b"not json",
-                                            headers={"Content-Type": "application/json"})).status == 400
-                    assert (await http.post(url + "/api/route/plan", data=b"not json")).status == 415  # not JSON
-                    assert (await http.post(url + "/api/route/go", json={"plan_id": 1})).status == 400
-                    nested = b"[" * 20000 + b"]" * 20000  # deeply nested: 400, not a RecursionError
-                    assert (await http.post(url + "/api/route/plan", data=nested,
-                                            headers={"Content-Type": "application/json"})).status == 400
-                    # bad values get 400 with the reason; what the robot's state refuses gets 409
-                    r = await http.post(url + "/api/route/plan", json={"instruction": "x" * 501})
-                    assert r.status == 400 and "1 to 500 characters" in (await r.json())["error"]
-                    assert (await http.get(url + "/api/map/image/99999")).status == 404
-                    assert (await http.get(url + "/static/../../config.py")).status in (403, 404)
-            finally:
-                app.request_stop()
-                await asyncio.wait_for(task, 10.0)
+                    if abs(sim.plant.state().v_mps) > 0.1:
+                        moved = True
+                        break
+                assert moved, f"the robot never moved: {app.status_dict()} plan {plan['nodes']}"
+                r = await http.post(url + "/api/stop")
+                st = await r.json()
+                assert st["estop_latched"] and st["mission"]["state"] == "stopped"
+                await asyncio.sleep(0.6)
+                assert abs(sim.plant.state().v_mps) < 0.05  # motion ended
+                st = await (await http.get(url + "/api/status")).json()
+                assert st["mission"]["disengagements"] == 1
+                record = json.loads(Path(st["mission"]["progress"]["record"]).read_text())
+                assert record["outcome"] == "stopped" and record["disengagements"] == 1
+                assert record["plan"]["nodes"] == plan["nodes"] and len(record["trace"]) > 0
+                # re-localise and re-plan from where the robot is now (what a lost/stuck run does)
+                lat, lon = await asyncio.to_thread(app.mission.replan_from_here, [n_nodes - 1])
+                replanned = app.mission.progress["replanned_walk"]
+                assert replanned[-1] == n_nodes - 1 and len(lat) == len(replanned)
+                assert 0 <= replanned[0] <= 3  # the node nearest the robot, a few metres along the drive
+                r = await http.post(url + "/api/release", json={})
+                assert r.status == 200 and not (await r.json())["estop_latched"]
+                # bad input is refused, not run
+                assert (await http.post(url + "/api/route/plan", data=b"not json",
+                                        headers={"Content-Type": "application/json"})).status == 400
+                assert (await http.post(url + "/api/route/plan", data=b"not json")).status == 415  # not JSON
+                assert (await http.post(url + "/api/route/go", json={"plan_id": 1})).status == 400
+                nested = b"[" * 20000 + b"]" * 20000  # deeply nested: 400, not a RecursionError
+                assert (await http.post(url + "/api/route/plan", data=nested,
+                                        headers={"Content-Type": "application/json"})).status == 400
+                # bad values get 400 with the reason; what the robot's state refuses gets 409
+                r = await http.post(url + "/api/route/plan", json={"instruction": "x" * 501})
+                assert r.status == 400 and "1 to 500 characters" in (await r.json())["error"]
+                assert (await http.get(url + "/api/map/image/99999")).status == 404
+                assert (await http.get(url + "/static/../../config.py")).status in (403, 404)
+
 
     asyncio.run(main_())
 
