@@ -12,25 +12,16 @@ call still stops the robot). The robot is always stopped when :meth:`WalkShell.r
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
 import math
 import time
 
-import numpy as np
 
 from robot_app.commands import Source
+from robot_app.map_build import decode_jpeg
 from robot_app.nav.policy import Directive, NavPolicy, Observation, Pose, VnmOutput
 
 log = logging.getLogger(__name__)
-
-
-def jpeg_rgb(jpeg: bytes) -> np.ndarray:
-    """(H, W, 3) uint8 RGB from JPEG bytes."""
-    from PIL import Image
-
-    with Image.open(io.BytesIO(jpeg)) as im:
-        return np.asarray(im.convert("RGB"))
 
 
 class WalkShell:
@@ -96,7 +87,7 @@ class WalkShell:
                 frame_t = frame.t_mono_s
                 fresh = time.monotonic() - frame_t <= policy.o.frame_max_age_s
                 if fresh and frame is not self._last_frame:
-                    self._ctx.push(await asyncio.to_thread(jpeg_rgb, frame.jpeg))
+                    self._ctx.push(await asyncio.to_thread(decode_jpeg, frame.jpeg))
                     self._last_frame = frame
                 if fresh and self._ctx.ready:
                     vnm = self.vnm

@@ -26,7 +26,8 @@ import numpy as np
 
 from robot_app.config import nav_options
 from robot_app.nav.policy import NavPolicy, Outcome, Walk
-from robot_app.nav.shell import WalkShell, jpeg_rgb
+from robot_app.map_build import decode_jpeg
+from robot_app.nav.shell import WalkShell
 from robot_app.nav.gps import PoseEstimator, RunReport
 
 log = logging.getLogger(__name__)
@@ -125,7 +126,7 @@ class VnmNavigator:
                      "start of a walk re-planned after a loss)", policy.stretches)
         goals = None
         if observe is None:
-            goals = await asyncio.to_thread(lambda: vnm.preprocess_many([jpeg_rgb(j) for j in node_jpegs]))
+            goals = await asyncio.to_thread(lambda: vnm.preprocess_many([decode_jpeg(j) for j in node_jpegs]))
         pose = self.gps_navigator if self.gps_navigator is not None else NoPose()
         self.shell = WalkShell(self.app, pose, vnm=vnm, goals=goals, sender="vnm-navigator", observe=observe)
         t0 = time.monotonic()
