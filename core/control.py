@@ -89,9 +89,11 @@ def faces_travel(walk_xy_m, heading_rad, *, span: int = 2, max_angle_rad: float 
 
 
 def advance_along(walk_xy_m: np.ndarray, arc_m: np.ndarray, progress_m: float, x_m: float, y_m: float, *,
-                  span_m: float, samples: int = 40) -> float:
+                  span_m: float, samples: int = 40, tolerance_m: float = 0.0) -> float:
     """Progress (m along the walk) of the point of the walk nearest (x, y) within
-    ``[progress_m, progress_m + span_m]``, sampled at ``samples`` points: it never moves back.
+    ``[progress_m, progress_m + span_m]``, sampled at ``samples`` points: it never moves back. With
+    ``tolerance_m`` > 0, the EARLIEST sample within that of the nearest distance (where the walk folds back
+    onto itself both legs pass the position, and the earlier is the one being driven).
 
     Parameters
     ----------
@@ -107,7 +109,8 @@ def advance_along(walk_xy_m: np.ndarray, arc_m: np.ndarray, progress_m: float, x
         return 0.0
     s = np.linspace(progress_m, min(progress_m + span_m, arc_m[-1]), samples)
     px, py = np.interp(s, arc_m, walk_xy_m[:, 0]), np.interp(s, arc_m, walk_xy_m[:, 1])
-    return max(progress_m, float(s[int(np.argmin(np.hypot(px - x_m, py - y_m)))]))
+    d = np.hypot(px - x_m, py - y_m)
+    return max(progress_m, float(s[int(np.flatnonzero(d <= d.min() + tolerance_m)[0])]))
 
 
 def near_sharp_turns(walk_xy_m, *, min_turn_rad: float, span_m: float = 4.0, before_m: float = 6.0,

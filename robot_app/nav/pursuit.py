@@ -4,8 +4,8 @@
 at; :mod:`robot_app.nav.policy` turns it into a command with :func:`core.control.line_follow_velocity`
 (LM-Nav's GPS controller: the straight-line rule towards a point ahead on the walk).
 
-- Progress: among the path's points from the progress so far to ``2 lookahead + 2`` m beyond it, the
-  EARLIEST within ``tolerance_m`` of the nearest one (pure pursuit's projection; where the path folds back
+- Progress: :func:`core.control.advance_along` over the path from the progress so far to
+  ``2 lookahead + 2`` m beyond it, the EARLIEST point within ``tolerance_m`` of the nearest one (pure pursuit's projection; where the path folds back
   onto itself both legs pass the robot, and the earlier is the one it is on).
 - Folds: nodes where the path turns back by more than :data:`FOLD_DEG`; the robot drives to a fold's tip
   (within :data:`FOLD_REACHED_M`) before the leg back counts.
@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from core.control import advance_along
 
 __all__ = ["PathPursuit", "FOLD_DEG", "FOLD_REACHED_M"]
 
@@ -92,9 +94,8 @@ class PathPursuit:
         """Move the progress on for the robot at (x, y) (module docstring); returns it (m)."""
         if self.path.shape[0] < 2:
             return 0.0
-        s = np.linspace(self.progress_m, min(self.progress_m + 2.0 * self.lookahead_m + 2.0, self.length_m), samples)
-        d = np.hypot(np.interp(s, self.arc, self.path[:, 0]) - x, np.interp(s, self.arc, self.path[:, 1]) - y)
-        self.progress_m = max(self.progress_m, float(s[int(np.flatnonzero(d <= d.min() + tolerance_m)[0])]))
+        self.progress_m = advance_along(self.path, self.arc, self.progress_m, x, y,
+                                        span_m=2.0 * self.lookahead_m + 2.0, samples=samples, tolerance_m=tolerance_m)
         fold = self._next_fold()
         if fold is not None and math.hypot(*(np.subtract(self._point(fold), (x, y)))) <= FOLD_REACHED_M:
             self.progress_m = fold  # at a fold's tip: on along the leg back

@@ -16,7 +16,6 @@ import logging
 import math
 import time
 
-
 from robot_app.commands import Source
 from robot_app.map_build import decode_jpeg
 from robot_app.nav.policy import Directive, NavPolicy, Observation, Pose, VnmOutput
