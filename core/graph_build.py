@@ -1,7 +1,7 @@
 """Topological graph building from traversal logs (LM-Nav Sec. 3, Algorithm 2 and App. B).
 
 Pure array algorithms; the job that reads logs, runs the VNM and writes the map is
-:mod:`robot_app.map_build`.
+:mod:`robot_app.mapping.map_build`.
 
 Steps and constants:
 

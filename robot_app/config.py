@@ -355,7 +355,7 @@ class SimConfig:
 
 @dataclass(frozen=True)
 class SafetyConfig:
-    """Safety envelope (robot_app.safety): autonomy stops while any of these holds."""
+    """Safety envelope (robot_app.sensing.safety): autonomy stops while any of these holds."""
 
     battery_floor_v: float = _opt(23.0, min=0.0, max=60.0, doc="Jackal 24 V pack: stop autonomy below this")
     max_tilt_deg: float = _opt(25.0, min=1.0, max=90.0)
@@ -389,7 +389,7 @@ class UiConfig:
 
 @dataclass(frozen=True)
 class TeleopConfig:
-    """Gamepad teleoperation (robot_app.teleop, Linux evdev). Axis codes are evdev ABS_* numbers;
+    """Gamepad teleoperation (robot_app.service.teleop, Linux evdev). Axis codes are evdev ABS_* numbers;
     defaults fit a PS4-style pad (hid-sony / hid-playstation driver)."""
 
     device: str = _opt("", doc="evdev device path (/dev/input/by-id/...-event-joystick); empty = no teleop")
@@ -409,7 +409,7 @@ class TeleopConfig:
 
 @dataclass(frozen=True)
 class EstimationConfig:
-    """State estimation (robot_app.state_estimation): AHRS (ahrs) + EKF (filterpy) of (x, y, yaw, v) in UTM."""
+    """State estimation (robot_app.sensing.state_estimation): AHRS (ahrs) + EKF (filterpy) of (x, y, yaw, v) in UTM."""
 
     enabled: bool = _opt(True, doc="run the estimator component and publish app.pose")
     ahrs_gain: float = _opt(0.033, min=0.0, max=10.0, doc="Madgwick filter gain beta (ahrs.filters.Madgwick)")
@@ -555,7 +555,8 @@ def nav_options(cfg: Config):
         align_gain=nav.align_gain, align_extra_s=nav.align_extra_s, heading_max_age_s=nav.heading_max_age_s,
         stuck_s=nav.stuck_s, stuck_min_m=nav.stuck_min_m, collide_s=nav.collide_s, collide_min_v_mps=nav.collide_min_v_mps,
         backoff_m=nav.backoff_m, backoff_v_mps=nav.backoff_v_mps,
-        timeout_s=nav.timeout_s)
+        timeout_s=nav.timeout_s, robot_max_v_mps=rc.max_v_mps, cmd_refresh_s=rc.cmd_timeout_s / 2.0,
+        wheel_radius_m=rc.wheel_radius_m)
 
 
 def _check_across_keys(cfg: Config, origin: str) -> None:

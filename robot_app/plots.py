@@ -7,6 +7,8 @@ from typing import Sequence
 
 import numpy as np
 
+from robot_app.errors import UsageError
+
 
 PLOT_FORMATS = (".png", ".pdf", ".svg")
 
@@ -16,11 +18,9 @@ def check_plot_path(path: str, option: str) -> None:
 
     Raises
     ------
-    robot_app.cli.UsageError
+    robot_app.errors.UsageError
         Unsupported extension, or the folder does not exist.
     """
-    from robot_app.cli import UsageError
-
     p = Path(path)
     if p.suffix.lower() not in PLOT_FORMATS:
         raise UsageError(f"{option} {path}: use a {', '.join(PLOT_FORMATS)} file name")

@@ -36,8 +36,8 @@ def lawnmower(frames: int, *, row_m: float = 100.0, spacing_m: float = 10.0, spe
 
 def run(sizes=(1_000, 10_000, 50_000), *, config, models_dir: str | None = None,
         progress: Callable[[str], None] | None = None) -> dict:
-    from robot_app.map_build import _open_optional, build_map
-    from robot_app.synthetic_logs import write_synthetic_log
+    from robot_app.mapping.map_build import _open_optional, build_map
+    from robot_app.mapping.synthetic_logs import write_synthetic_log
 
     models = Path(models_dir or config.paths.models_dir)
     cfg = dataclasses.replace(config, paths=dataclasses.replace(config.paths, models_dir=str(models)))

@@ -23,7 +23,7 @@ DIM = 512
 
 def _write(path: Path, n: int) -> None:
     from core.mapstore import MapWriter
-    from robot_app.synthetic_logs import tiny_jpeg
+    from robot_app.mapping.synthetic_logs import tiny_jpeg
 
     rng = np.random.default_rng(0)
     jpeg = tiny_jpeg((90, 120, 160))

@@ -20,6 +20,7 @@ from typing import Sequence
 
 from robot_app import __version__
 from robot_app.config import ConfigError, load_config
+from robot_app.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +54,6 @@ COMMAND_MODULES = (
     "robot_app.cli.demo_cmd",
     "robot_app.cli.eval_sim_cmd",
 )
-
-
-class UsageError(Exception):
-    """Bad input given on the command line or in a file it names (exit status 2)."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
-from robot_app.cli import UsageError
+from robot_app.errors import UsageError
 
 
 def register(sub, groups) -> None:

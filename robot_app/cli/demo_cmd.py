@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from pathlib import Path
+
+from robot_app.errors import UsageError
+from robot_app.extras import require
 
 log = logging.getLogger(__name__)
 
@@ -32,15 +36,9 @@ def register(sub, groups) -> None:
 
 
 def _demo(args, config) -> int:
-    from pathlib import Path
+    from robot_app.demo.runner import context_for, run_demo
+    from robot_app.demo.scenario import DemoInputError
 
-    from robot_app.cli import UsageError
-
-    try:
-        from robot_app.demo.runner import context_for, run_demo
-        from robot_app.demo.scenario import DemoInputError
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise UsageError(f"the demo needs the 'sim' extra: {exc}") from exc
     if not 0 <= args.seed <= 2**31 - 1:
         raise UsageError(f"--seed {args.seed}: must be 0..2147483647")
     out = Path(args.out)
@@ -53,10 +51,7 @@ def _demo(args, config) -> int:
         probe.unlink()
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write there ({exc.strerror or exc})") from exc
-    try:
-        import pybullet  # noqa: F401 - the simulated world renders with it
-    except ImportError as exc:
-        raise UsageError("the demo needs the simulated world: pip install 'robot-app[sim]'") from exc
+    require("sim", what="the demo (it drives in the simulated world)")
     if args.instruction is not None and not args.instruction.strip():
         raise UsageError("--instruction: empty")
     try:

@@ -11,7 +11,8 @@ import json
 import logging
 from pathlib import Path
 
-from robot_app.cli import UsageError
+from robot_app.errors import UsageError
+from robot_app.extras import require
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +104,7 @@ def _number_grid(text: str | None, flag: str, default: tuple, ok, rule: str) -> 
 
 
 def _eval_sim(args, config) -> int:
-    try:
-        import pybullet  # noqa: F401
-    except ImportError as exc:
-        raise UsageError("eval sim needs the simulated world: pip install 'robot-app[sim]'") from exc
+    require("sim", what="eval sim (the simulated world)")
     from robot_app.sim.eval import EvalError, EvalSettings, run_sim_eval
     from robot_app.sim.eval_drive import DriveParams
     from robot_app.sim.eval_instructions import InstructionFileError
@@ -156,10 +154,7 @@ def _eval_sim(args, config) -> int:
 
 
 def _eval_sim_tune(args, config) -> int:
-    try:
-        import pybullet  # noqa: F401
-    except ImportError as exc:
-        raise UsageError("eval sim-tune needs the simulated world: pip install 'robot-app[sim]'") from exc
+    require("sim", what="eval sim-tune (the simulated world)")
     from robot_app.sim.eval import EvalError
     from robot_app.sim.eval_instructions import InstructionFileError
     from robot_app.sim.eval_tune import DEFAULT_ALPHAS, DEFAULT_MAX_COSINES, TuneSettings, run_sim_tune

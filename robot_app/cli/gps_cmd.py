@@ -28,7 +28,7 @@ def register(sub, groups) -> None:
 
 
 def _chunks_from_file(name: str):
-    from robot_app.cli import UsageError
+    from robot_app.errors import UsageError
 
     try:
         data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
@@ -40,7 +40,7 @@ def _chunks_from_file(name: str):
 def _chunks_from_port(port: str, baud: int, duration_s: float):
     import serial
 
-    from robot_app.cli import UsageError
+    from robot_app.errors import UsageError
 
     try:
         ser = serial.Serial(port, baud, timeout=0.2)
@@ -66,7 +66,7 @@ def _fix_dict(fix) -> dict:
 def _decode(args, config) -> int:
     from firmware_bridge.nmea import NmeaDecoder
     from firmware_bridge.readings import GpsFix
-    from robot_app.cli import UsageError
+    from robot_app.errors import UsageError
 
     if bool(args.file) == bool(args.port):
         raise UsageError("gps decode: give either a FILE or --port PORT")

@@ -2,7 +2,7 @@
 
 The robot turns in place at ``--omega-radps`` for ``--duration`` seconds (or, with ``--no-drive``, the
 operator turns it, e.g. with the gamepad) while the magnetometer samples are collected from the IMU
-configured in ``[serial] imu_source``; :func:`robot_app.state_estimation.fit_planar_mag_calibration`
+configured in ``[serial] imu_source``; :func:`robot_app.sensing.state_estimation.fit_planar_mag_calibration`
 fits the correction, written to ``--output`` (default ``[estimation] mag_calibration_file``), which the
 state estimator loads when the app starts. The robot's serial ports must be free: stop
 ``robot-app.service`` first.
@@ -95,8 +95,8 @@ async def collect_mag_samples(config, *, duration_s: float, omega_radps: float, 
 
 def _calibrate(args, config) -> int:
     from firmware_bridge.errors import BridgeError
-    from robot_app.cli import UsageError
-    from robot_app.state_estimation import MagCalibrationError, fit_planar_mag_calibration
+    from robot_app.errors import UsageError
+    from robot_app.sensing.state_estimation import MagCalibrationError, fit_planar_mag_calibration
 
     if not 1.0 <= args.duration <= 600.0:
         raise UsageError(f"--duration must be 1..600 s, got {args.duration}")
@@ -166,7 +166,7 @@ def synthetic_drive(*, duration_s: float, gps_sigma_m: float, seed: int = 0, ori
     from firmware_bridge.readings import GpsFix, ImuReading, WheelFeedback, WheelState
     from firmware_bridge.sim.mcu import EARTH_FIELD_ENU_T, GRAVITY_MPS2
     from firmware_bridge.sim.plant import KinematicPlant, twist_to_wheels
-    from robot_app.synthetic_logs import enu_to_latlon
+    from robot_app.mapping.synthetic_logs import enu_to_latlon
 
     rng = np.random.default_rng(seed)
     plant = KinematicPlant()
@@ -207,8 +207,8 @@ def _bench(args, config) -> int:
     import utm
 
     from firmware_bridge.readings import GpsFix
-    from robot_app.cli import UsageError
-    from robot_app.state_estimation import MagCalibration, StateEstimator, wrap_angle
+    from robot_app.errors import UsageError
+    from robot_app.sensing.state_estimation import MagCalibration, StateEstimator, wrap_angle
 
     if not 5.0 <= args.duration <= 3600.0:
         raise UsageError(f"--duration must be 5..3600 s, got {args.duration}")

@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from robot_app.cli import UsageError
+from robot_app.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def _check_model(args) -> None:
 
 
 def _landmarks(args, config) -> int:
-    from robot_app.landmark_parsing import parse_instruction
+    from robot_app.route.landmark_parsing import parse_instruction
 
     _check_model(args)
     if not args.text.strip():
@@ -140,7 +140,7 @@ def _read_items(path: Path, *, need_truth: bool) -> list[dict]:
 
 def _eval(args, config) -> int:
     from core.landmarks import extraction_success
-    from robot_app.landmark_parsing import llm_model_path, open_configured_llm, parse_instruction
+    from robot_app.route.landmark_parsing import llm_model_path, open_configured_llm, parse_instruction
 
     _check_model(args)
     items = _read_items(args.file, need_truth=True)

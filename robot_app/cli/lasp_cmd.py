@@ -8,8 +8,8 @@ import logging
 import sys
 from pathlib import Path
 
-from robot_app.cli import UsageError
-from robot_app.lasp_setup import loop_config, make_similarity
+from robot_app.errors import UsageError
+from robot_app.jobs.lasp_setup import loop_config, make_similarity
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def make_diagnoser(config, choice: str | None):
     """Build the diagnoser ``choice`` (auto/llm/offline); returns ``(factory, description, closer)``."""
     from core.lasp.diagnosis import OfflineDiagnoser
 
-    from robot_app.landmark_parsing import llm_model_path, open_configured_llm
+    from robot_app.route.landmark_parsing import llm_model_path, open_configured_llm
 
     choice = choice or config.lasp.diagnoser
     sim, sim_name = make_similarity(config)

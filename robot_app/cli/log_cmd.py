@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from robot_app.cli import UsageError
+from robot_app.errors import UsageError
+from robot_app.extras import require
 
 
 def register(sub, groups) -> None:
@@ -25,11 +26,8 @@ def register(sub, groups) -> None:
 
 
 def _import(args, config) -> int:
-    try:
-        import h5py  # noqa: F401
-    except ImportError as exc:
-        raise UsageError("importing RECON files needs h5py: pip install 'robot-app[recon]'") from exc
-    from robot_app.recon_import import ReconFormatError, import_recon
+    require("recon", what="importing RECON files")
+    from robot_app.mapping.recon_import import ReconFormatError, import_recon
 
     try:
         counts = import_recon(args.files, args.out, rate_hz=args.rate_hz)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from robot_app.cli import UsageError
+from robot_app.errors import UsageError
 
 
 def register(sub, groups) -> None:
@@ -148,7 +148,7 @@ def _build(args, config) -> int:
     import sys
 
     from core.tlog import LogFormatError
-    from robot_app.map_build import build_map
+    from robot_app.mapping.map_build import build_map
 
     try:
         rep = build_map(args.logs, args.out, config=config, models_dir=args.models, overwrite=args.overwrite,

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from robot_app.cli import UsageError
+from robot_app.errors import UsageError
 
 MODEL_FILES = (  # (config attribute, kind, fallback when missing: DESIGN.md "Fallbacks")
     ("clip_image_file", "clip-image", "planning from an instruction is refused; planning to a chosen node works"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from robot_app.cli import UsageError
+from robot_app.errors import UsageError
 
 
 def register(sub, groups) -> None:
@@ -31,7 +31,7 @@ def register(sub, groups) -> None:
 
 
 def _landmarks_and_scores(args, config, topomap):
-    from robot_app.planning import PlanningError, load_scores
+    from robot_app.route.planning import PlanningError, load_scores
 
     if args.landmarks is not None:
         landmarks = [t.strip() for t in args.landmarks.split(";") if t.strip()]
@@ -46,7 +46,7 @@ def _landmarks_and_scores(args, config, topomap):
             raise UsageError(str(exc)) from exc
     if args.scores:
         raise UsageError("--scores goes with --landmarks; --instruction grounds its landmarks with CLIP")
-    from robot_app.grounding_service import ground_instruction
+    from robot_app.route.grounding_service import ground_instruction
 
     try:
         return ground_instruction(args.instruction, topomap, config=config, parser=args.parser)
@@ -58,7 +58,7 @@ def _plan(args, config) -> int:
     import numpy as np
 
     from robot_app.cli.map_cmd import open_map_or_usage_error
-    from robot_app.planning import PlanningError, plan_on_map
+    from robot_app.route.planning import PlanningError, plan_on_map
 
     alpha = config.planner.alpha if args.alpha is None else args.alpha
     if not np.isfinite(alpha) or alpha < 0:

@@ -11,8 +11,9 @@ def register(sub, groups) -> None:
 
 
 def _run(args, config) -> int:
-    from robot_app.cli import UsageError
-    from robot_app.service.app import ModelPolicyError, run_app
+    from robot_app.errors import UsageError
+    from robot_app.service.app import run_app
+    from robot_app.service.models import ModelPolicyError
     from robot_app.ui.server import UiConfigError
 
     try:

@@ -47,7 +47,7 @@ def register(sub, groups) -> None:
 
 
 def _parse_origin(text: str) -> tuple:
-    from robot_app.cli import UsageError
+    from robot_app.errors import UsageError
 
     try:
         lat, lon = (float(x) for x in text.split(","))
@@ -62,7 +62,7 @@ def _make_plant(world: str, config):
     import importlib
 
     from firmware_bridge.sim.plant import KinematicPlant
-    from robot_app.cli import UsageError
+    from robot_app.errors import UsageError
 
     if world == "kinematic":
         return KinematicPlant(wheel_radius_m=config.robot.wheel_radius_m,
@@ -105,7 +105,7 @@ def _devices(args, config) -> int:
 
     from firmware_bridge.sim.devices import SimulatedDevices
     from firmware_bridge.sim.gps import read_nmea_log
-    from robot_app.cli import UsageError
+    from robot_app.errors import UsageError
 
     plant = _make_plant(args.world, config)
     world = getattr(plant, "world", None)
@@ -163,7 +163,7 @@ def _bench(args, config) -> int:
 
     from firmware_bridge.bench import decoder_throughput, drive_link_bench
     from firmware_bridge.sim.gps import read_nmea_log
-    from robot_app.cli import UsageError
+    from robot_app.errors import UsageError
 
     if not 0 < args.seconds <= 120:
         raise UsageError("--seconds must be in (0, 120]")

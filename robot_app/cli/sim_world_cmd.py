@@ -67,7 +67,7 @@ def register(sub, groups) -> None:
 
 
 def _load(name, config):
-    from robot_app.cli import UsageError
+    from robot_app.errors import UsageError
 
     try:
         from robot_app.sim.world import WorldError, load_world
@@ -80,7 +80,7 @@ def _load(name, config):
 
 
 def _size(text, config) -> tuple:
-    from robot_app.cli import UsageError
+    from robot_app.errors import UsageError
 
     if text is None:
         return config.camera.width, config.camera.height
@@ -127,7 +127,7 @@ def _render(args, config) -> int:
 
     import cv2
 
-    from robot_app.cli import UsageError
+    from robot_app.errors import UsageError
     from robot_app.sim.plant import obstacle_at
     from robot_app.sim.render import WorldRenderer
 
@@ -155,7 +155,7 @@ def _render(args, config) -> int:
 
 
 def _route(text: str):
-    from robot_app.cli import UsageError
+    from robot_app.errors import UsageError
 
     if any(ch.isdigit() for ch in text) and "," in text:
         try:
@@ -166,7 +166,7 @@ def _route(text: str):
 
 
 def _record(args, config) -> int:
-    from robot_app.cli import UsageError
+    from robot_app.errors import UsageError
     from robot_app.sim.explore import record_exploration
 
     w = _load(args.world, config)
@@ -199,7 +199,7 @@ def _run(args, config) -> int:
     import tempfile
 
     from firmware_bridge.sim.devices import SimulatedDevices
-    from robot_app.cli import UsageError
+    from robot_app.errors import UsageError
     from robot_app.service.app import App
     from robot_app.sim.camera import set_active_plant, world_plant_from_config
     from robot_app.sim.world import WorldError
@@ -236,7 +236,7 @@ def _bench(args, config) -> int:
     import tempfile
     import time
 
-    from robot_app.cli import UsageError
+    from robot_app.errors import UsageError
     from robot_app.sim.explore import record_exploration
     from robot_app.sim.render import WorldRenderer
 

@@ -17,7 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from robot_app.cli import UsageError
+from robot_app.errors import UsageError
+from robot_app.extras import require
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +71,7 @@ def _check_loads(out: Path, parts) -> dict:
 
 
 def _train_sim(args, config) -> int:
-    try:
-        import torch  # noqa: F401
-    except ImportError as exc:
-        raise UsageError("models train-sim needs torch: pip install 'robot-app[export,sim]' (workstation only)") from exc
-    try:
-        import pybullet  # noqa: F401
-    except ImportError as exc:
-        raise UsageError("models train-sim renders the simulated worlds: pip install 'robot-app[sim]'") from exc
+    require("export", "sim", what="models train-sim (workstation only)")
     if args.threads is not None and args.threads < 1:
         raise UsageError(f"--threads: expected >= 1, got {args.threads}")
     worlds = _worlds(args.world)

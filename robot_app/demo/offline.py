@@ -1,8 +1,8 @@
 """Demo stages 1-3, before the robot drives: explore and record, build the map, parse/ground/plan.
 
 Each function takes the demo's :class:`~robot_app.demo.runner.DemoContext`, does one stage with the
-product's own jobs (:func:`robot_app.sim.explore.record_exploration`, :func:`robot_app.map_build.build_map`,
-:func:`robot_app.grounding_service.ground_instruction`, :func:`robot_app.planning.plan_on_map`) and
+product's own jobs (:func:`robot_app.sim.explore.record_exploration`, :func:`robot_app.mapping.map_build.build_map`,
+:func:`robot_app.route.grounding_service.ground_instruction`, :func:`robot_app.route.planning.plan_on_map`) and
 returns a JSON-ready dict for the report; failures raise :class:`~robot_app.demo.stages.StageFailed`
 with the reason.
 """
@@ -28,8 +28,8 @@ def check_instruction(ctx) -> dict:
         No landmark in the instruction, or one that names nothing in the world.
     """
     from robot_app.demo.scenario import DemoInputError, phrase_categories
-    from robot_app.grounding_service import parse_landmarks
-    from robot_app.planning import PlanningError
+    from robot_app.route.grounding_service import parse_landmarks
+    from robot_app.route.planning import PlanningError
 
     try:
         landmarks, parser = parse_landmarks(ctx.scenario.instruction, config=ctx.config)
@@ -67,7 +67,7 @@ def explore(ctx) -> dict:
 
 def build(ctx) -> dict:
     """Stage 2: LM-Nav Algorithm 2 on the log (VNM edges with the sim VNM, CLIP embeddings with the sim VLM)."""
-    from robot_app.map_build import build_map
+    from robot_app.mapping.map_build import build_map
 
     rep = build_map([ctx.log_dir], ctx.map_path, config=ctx.config, models_dir=ctx.models_dir, overwrite=True,
                     progress=ctx.progress_bars)
@@ -88,8 +88,8 @@ def plan(ctx) -> dict:
     from core.mapstore import open_map
     from core.tlog import read_log
     from robot_app.demo.truth import intended_walk, landmark_truth, node_true_poses, plan_metrics
-    from robot_app.grounding_service import ground_instruction
-    from robot_app.planning import PlanningError, plan_on_map
+    from robot_app.route.grounding_service import ground_instruction
+    from robot_app.route.planning import PlanningError, plan_on_map
 
     cfg = ctx.config
     tlog = read_log(ctx.log_dir)

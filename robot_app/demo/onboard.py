@@ -9,7 +9,7 @@ higher ``[models] vnm_max_v_mps``, the task places. The demo script then acts as
 questions answered and the learned knowledge approved. The plant's true pose is the driven path.
 
 The world injects one failure into the task job: the gate between the yard and site B is closed
-(:class:`ClosedGate`, through :attr:`robot_app.task_jobs.TaskJobs.field_events`); the robot's domain
+(:class:`ClosedGate`, through :attr:`robot_app.jobs.task_jobs.TaskJobs.field_events`); the robot's domain
 does not know that a closed gate blocks a route, so LASP has to learn it and ask the operator to open it.
 """
 
@@ -82,7 +82,7 @@ def app_config(ctx, ports: dict):
 def _task_problem(ctx) -> Path:
     """The shipped Jackal problem with the robot starting where the route ended (``TASK_START``)."""
     from robot_app.demo.scenario import TASK_START
-    from robot_app.task_jobs import JACKAL_DIR
+    from robot_app.jobs.task_jobs import JACKAL_DIR
 
     text = (JACKAL_DIR / "robot_patrol.pddl").read_text(encoding="utf-8")
     if "(at jackal depot)" not in text:

@@ -4,9 +4,9 @@ and the pose the navigation policy drives with.
 The pose comes from the drivers' latest readings: position from the GPS fix (UTM, one zone per run),
 heading from the gyro (integrated yaw rate) corrected towards the GPS course over ground whenever the
 robot moves faster than ``course_min_speed_mps`` (RMC course is clockwise from north; yaw is CCW from
-east, REP-103). When the app's state estimator publishes ``app.pose`` (AHRS + wheel odometry + GPS
-EKF, :mod:`robot_app.state_estimation`) with a known heading in the walk's UTM zone, that pose is used
-instead; the simple estimate keeps running as the fallback.
+east, REP-103). When the app's state estimator publishes a pose (``Sensors.pose``: AHRS + wheel odometry +
+GPS EKF, :mod:`robot_app.sensing.state_estimation`) with a known heading in the walk's UTM zone, that pose is
+used instead; the simple estimate keeps running as the fallback.
 
 :meth:`GpsNavigator.follow` steps the navigation policy (:mod:`robot_app.nav.policy`) without a VNM: GPS
 drives the whole walk (pure pursuit with the straight-line rule; the policy's state table says when
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.control import wrap_angle
-from robot_app.config import nav_options
+from firmware_bridge.readings import GpsFix, ImuReading
 from robot_app.nav.policy import NavPolicy, Outcome, Walk
 from robot_app.nav.shell import WalkShell
 
@@ -111,23 +111,24 @@ class GpsNavigator:
     """The pose source of the navigation policy (:meth:`sense`, :attr:`estimator`) and GPS mode's driver
     (:meth:`follow`).
 
-    ``app`` needs ``base`` (a ``firmware_bridge`` JackalBase or anything with ``latest(kind, max_age_s)``),
-    ``commands`` (the command multiplexer) and ``config``. ``options`` default
-    :func:`robot_app.config.nav_options` of the app's config; the keywords override single ones for GPS
-    mode (``max_v_mps`` the GPS speed cap, ``max_lost_steps`` the GPS localiser's).
+    ``sensors`` (:class:`robot_app.interfaces.Sensors`) gives the fixes (``gps``, else ``base``), the gyro
+    (``imu``, else ``base``) and the fused ``pose``; ``commands`` is the command multiplexer; ``options``
+    the policy's :class:`robot_app.nav.policy.NavOptions` (:func:`robot_app.config.nav_options`). The
+    keywords override single options for GPS mode (``max_v_mps`` the GPS speed cap, at most
+    ``options.robot_max_v_mps``; ``max_lost_steps`` the GPS localiser's).
     """
 
-    def __init__(self, app, *, options=None, max_v_mps: float | None = None, lookahead_m: float | None = None,
-                 goal_radius_m: float | None = None, max_lost_steps: int | None = None, stuck_s: float | None = None,
+    def __init__(self, sensors, commands, options, *, max_v_mps: float | None = None,
+                 lookahead_m: float | None = None, goal_radius_m: float | None = None,
+                 max_lost_steps: int | None = None, stuck_s: float | None = None,
                  acquire_v_mps: float | None = None, timeout_s: float | None = None):
-        self.app = app
-        opts = options if options is not None else nav_options(app.config)
-        given = {"gps_max_v_mps": None if max_v_mps is None else min(max_v_mps, app.config.robot.max_v_mps),
+        self.sensors, self.commands = sensors, commands
+        given = {"gps_max_v_mps": None if max_v_mps is None else min(max_v_mps, options.robot_max_v_mps),
                  "lookahead_m": lookahead_m, "goal_radius_m": goal_radius_m, "gps_max_lost_steps": max_lost_steps,
                  "stuck_s": stuck_s, "acquire_v_mps": acquire_v_mps, "timeout_s": timeout_s}
-        self.options = opts.replace(**{k: v for k, v in given.items() if v is not None})
+        self.options = options.replace(**{k: v for k, v in given.items() if v is not None})
         self.estimator = PoseEstimator()
-        self.pose_source = "gps+gyro"  # or "estimator" while app.pose (state estimation) is usable
+        self.pose_source = "gps+gyro"  # or "estimator" while sensors.pose (state estimation) is usable
         self.policy = None
 
     @property
@@ -149,16 +150,15 @@ class GpsNavigator:
 
     def sense(self) -> bool:
         """Update :attr:`estimator` from the latest readings; False when the GPS fix is stale."""
-        from firmware_bridge.readings import GpsFix, ImuReading
-
-        gps = getattr(self.app, "gps", None) or self.app.base
-        imu_src = getattr(self.app, "imu", None) or self.app.base
-        max_age = self.app.config.serial.gps_max_age_s
-        self.estimator.on_fix(gps.latest(GpsFix, max_age_s=max_age))
-        imu = imu_src.latest(ImuReading, max_age_s=0.2)
+        sensors = self.sensors
+        gps = sensors.gps or sensors.base
+        imu_src = sensors.imu or sensors.base
+        max_age = self.options.fix_max_age_s
+        self.estimator.on_fix(gps.latest(GpsFix, max_age_s=max_age) if gps is not None else None)
+        imu = imu_src.latest(ImuReading, max_age_s=0.2) if imu_src is not None else None
         if imu is not None and imu.angular_velocity_radps is not None:
             self.estimator.on_gyro(imu.angular_velocity_radps[2], time.monotonic())
-        pose = getattr(self.app, "pose", None)  # robot_app.state_estimation: AHRS + wheel odometry + GPS EKF
+        pose = sensors.pose  # robot_app.sensing.state_estimation: AHRS + wheel odometry + GPS EKF
         use = (pose is not None and pose.yaw_known and self.estimator.zone is not None
                and tuple(pose.utm_zone) == tuple(self.estimator.zone))
         if use:  # the fused estimate replaces this simple one; the simple one keeps running as the fallback
@@ -179,7 +179,7 @@ class GpsNavigator:
         opts = self.options if goal_radius_m is None else self.options.replace(goal_radius_m=float(goal_radius_m))
         self.policy = policy = NavPolicy(opts, Walk(walk.shape[0], walk))
         t0 = time.monotonic()
-        d = await WalkShell(self.app, self, sender="navigator", observe=observe).run(policy)
+        d = await WalkShell(self.sensors, self.commands, self, sender="navigator", observe=observe).run(policy)
         for note in policy.notes:
             log.info("GPS walk: %s", note)
         (log.info if d.outcome is Outcome.REACHED else log.warning)(

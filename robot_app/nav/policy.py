@@ -138,8 +138,10 @@ class NavOptions:
     predicted waypoint the PD rule steers to (GNM: 2 of 5), ``vnm_scale_v_mps`` the speed that scales the
     VNM's normalised waypoints to metres (GNM: metres = normalised x max_v / frame rate), the ``*_max_v_mps``
     the speed caps; the GPS controller's are LM-Nav's GPS
-    ablation's (pure pursuit with :func:`core.control.line_follow_velocity`). See each key's doc in
-    :mod:`robot_app.config`.
+    ablation's (pure pursuit with :func:`core.control.line_follow_velocity`). The robot's limits the shells
+    need come along: ``robot_max_v_mps`` (``[robot] max_v_mps``, the cap of a GPS-mode speed override),
+    ``cmd_refresh_s`` (half ``[robot] cmd_timeout_s``: how often a held command is renewed) and
+    ``wheel_radius_m``. See each key's doc in :mod:`robot_app.config`.
     """
 
     rules: WalkRules
@@ -180,6 +182,9 @@ class NavOptions:
     backoff_m: float
     backoff_v_mps: float
     timeout_s: float
+    robot_max_v_mps: float
+    cmd_refresh_s: float
+    wheel_radius_m: float
 
     def replace(self, **changes) -> "NavOptions":
         """A copy with ``changes``; keys of :class:`WalkRules` go to ``rules``. Raises TypeError for an

@@ -16,8 +16,9 @@ import logging
 import math
 import time
 
+from firmware_bridge.readings import WheelFeedback
 from robot_app.commands import Source
-from robot_app.map_build import decode_jpeg
+from robot_app.mapping.map_build import decode_jpeg
 from robot_app.nav.policy import Directive, NavPolicy, Observation, Pose, VnmOutput
 
 log = logging.getLogger(__name__)
@@ -26,26 +27,29 @@ log = logging.getLogger(__name__)
 class WalkShell:
     """Steps one :class:`NavPolicy` on the robot (module docstring).
 
-    ``pose_source`` has ``sense() -> bool`` (fresh fix), ``estimator`` (x_m, y_m, yaw_rad, yaw_known,
+    ``sensors`` is the app's :class:`robot_app.interfaces.Sensors` (camera frames, wheel feedback from the
+    base), ``commands`` the command multiplexer (the autonomy slot is written). ``pose_source`` has ``sense() -> bool`` (fresh fix), ``estimator`` (x_m, y_m, yaw_rad, yaw_known,
     fix_t_mono_s, gyro_t_mono_s), ``pose_source`` ("estimator" while the fused pose is used) and
     ``period_s``; ``vnm`` a :class:`models.vnm.VnmModel` (None: GPS drives), ``goals`` its preprocessed
     node images (K, ...) in walk order. ``observe``, when given, replaces the sensors: an async callable
     ``(policy) -> Observation`` (the same-directives test feeds a scripted sequence through it).
     """
 
-    def __init__(self, app, pose_source, *, vnm=None, goals=None, sender: str = "navigator", observe=None):
-        self.app, self.pose_source, self.vnm, self.goals = app, pose_source, vnm, goals
+    def __init__(self, sensors, commands, pose_source, *, vnm=None, goals=None, sender: str = "navigator",
+                 observe=None):
+        self.sensors, self.commands = sensors, commands
+        self.pose_source, self.vnm, self.goals = pose_source, vnm, goals
         self.sender = sender
         self._observe = observe
         self.directives: list[Directive] = []
         self._ctx, self._ctx_stretch, self._last_frame = None, None, None
 
     def _command(self, v: float, omega: float) -> None:
-        self.app.commands.submit(Source.AUTONOMY, v, omega, sender=self.sender)
+        self.commands.submit(Source.AUTONOMY, v, omega, sender=self.sender)
 
-    async def _hold(self, v: float, omega: float, duration_s: float) -> None:
-        """Hold ``(v, omega)`` for ``duration_s``, renewing the autonomy slot every half ``cmd_timeout_s``."""
-        refresh_s = self.app.config.robot.cmd_timeout_s / 2.0
+    async def _hold(self, v: float, omega: float, duration_s: float, refresh_s: float) -> None:
+        """Hold ``(v, omega)`` for ``duration_s``, renewing the autonomy slot every ``refresh_s`` (half
+        ``[robot] cmd_timeout_s``)."""
         end = time.monotonic() + duration_s
         while True:
             self._command(v, omega)
@@ -62,22 +66,19 @@ class WalkShell:
         return Pose(float(est.x_m), float(est.y_m), float(est.yaw_rad), bool(est.yaw_known), float(est.fix_t_mono_s),
                     float(heading_t))
 
-    def _wheel_v(self) -> float | None:
-        from firmware_bridge.readings import WheelFeedback
-
-        base = self.app.base
+    def _wheel_v(self, wheel_radius_m: float) -> float | None:
+        base = self.sensors.base
         fb = base.latest(WheelFeedback, max_age_s=0.5) if base is not None else None
         if fb is None:
             return None
-        r = self.app.config.robot.wheel_radius_m
-        return r * (fb.left.velocity_radps + fb.right.velocity_radps) / 2.0
+        return wheel_radius_m * (fb.left.velocity_radps + fb.right.velocity_radps) / 2.0
 
     async def observe(self, policy: NavPolicy) -> Observation:
         """The sensors now, with the VNM run on the nodes the policy asked for."""
         self.pose_source.sense()
         req = policy.vnm_request()
         frame_t, out = None, None
-        cam = self.app.camera
+        cam = self.sensors.camera
         if req is not None and self.vnm is not None:
             if req.stretch != self._ctx_stretch:  # a new VNM stretch: a new context queue
                 self._ctx, self._ctx_stretch, self._last_frame = self.vnm.new_context(), req.stretch, None
@@ -95,7 +96,7 @@ class WalkShell:
                     wps = pred.waypoints_m(max_v_mps=policy.o.vnm_scale_v_mps, frame_rate_hz=vnm.frame_rate_hz)
                     out = VnmOutput(req.lo, req.hi, pred.dist_steps, wps[:, wp_i])
         now = time.monotonic()
-        return Observation(now, self._pose(now), frame_t, out, self._wheel_v())
+        return Observation(now, self._pose(now), frame_t, out, self._wheel_v(policy.o.wheel_radius_m))
 
     async def _sense_loop(self) -> None:
         # the pose estimate (gyro integration above all) stays current while a VNM call runs
@@ -122,7 +123,7 @@ class WalkShell:
                     await asyncio.sleep(0)
                     continue
                 zero_holds = 0
-                await self._hold(d.v_mps, d.omega_radps, d.hold_s)
+                await self._hold(d.v_mps, d.omega_radps, d.hold_s, policy.o.cmd_refresh_s)
         finally:
             self._command(0.0, 0.0)
             if sensing is not None:

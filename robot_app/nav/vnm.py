@@ -24,9 +24,8 @@ import time
 
 import numpy as np
 
-from robot_app.config import nav_options
 from robot_app.nav.policy import NavPolicy, Outcome, Walk
-from robot_app.map_build import decode_jpeg
+from robot_app.mapping.map_build import decode_jpeg
 from robot_app.nav.shell import WalkShell
 from robot_app.nav.gps import PoseEstimator, RunReport
 
@@ -49,18 +48,18 @@ class NoPose:
 class VnmNavigator:
     """Drives the app's autonomy command slot along a walk whose node images come from the map.
 
-    ``options`` (:class:`robot_app.nav.policy.NavOptions`) default :func:`robot_app.config.nav_options` of
-    the app's config; ``changes`` override single ones (:meth:`NavOptions.replace`: the keys of
+    ``sensors`` (:class:`robot_app.interfaces.Sensors`) gives the camera frames, ``commands`` is the command
+    multiplexer, ``options`` the policy's :class:`robot_app.nav.policy.NavOptions`
+    (:func:`robot_app.config.nav_options`); ``changes`` override single ones (:meth:`NavOptions.replace`: the keys of
     :class:`robot_app.nav.walk_following.WalkRules` and of NavOptions). ``gps_navigator`` (a
-    :class:`robot_app.nav.gps.GpsNavigator` on the same app) is the pose source: with it and the walk's
+    :class:`robot_app.nav.gps.GpsNavigator` on the same sensors) is the pose source: with it and the walk's
     positions the GPS stretches, the GPS checks and the approach leg happen; without it the VNM drives
     the whole walk.
     """
 
-    def __init__(self, app, vnm, *, gps_navigator=None, options=None, **changes):
-        self.app, self.vnm, self.gps_navigator = app, vnm, gps_navigator
-        opts = options if options is not None else nav_options(app.config)
-        self.options = opts.replace(**changes) if changes else opts
+    def __init__(self, sensors, commands, vnm, options, *, gps_navigator=None, **changes):
+        self.sensors, self.commands, self.vnm, self.gps_navigator = sensors, commands, vnm, gps_navigator
+        self.options = options.replace(**changes) if changes else options
         self.policy: NavPolicy | None = None
         self.shell: WalkShell | None = None
 
@@ -128,7 +127,7 @@ class VnmNavigator:
         if observe is None:
             goals = await asyncio.to_thread(lambda: vnm.preprocess_many([decode_jpeg(j) for j in node_jpegs]))
         pose = self.gps_navigator if self.gps_navigator is not None else NoPose()
-        self.shell = WalkShell(self.app, pose, vnm=vnm, goals=goals, sender="vnm-navigator", observe=observe)
+        self.shell = WalkShell(self.sensors, self.commands, pose, vnm=vnm, goals=goals, sender="vnm-navigator", observe=observe)
         t0 = time.monotonic()
         try:
             d = await self.shell.run(policy)

@@ -23,11 +23,24 @@ import logging
 import math
 import signal
 import time
-from pathlib import Path
 
+import utm
+
+from firmware_bridge.factory import drivers_from_config
+from firmware_bridge.readings import BaseStatus, GpsFix
 from robot_app.commands import Command, CommandMux, Source
+from robot_app.interfaces import Sensors
+from robot_app.jobs.mission import MissionExecutive
+from robot_app.jobs.task_jobs import TaskJobs
+from robot_app.mapping.recording import RecordingService
+from robot_app.sensing.camera import Camera
+from robot_app.sensing.safety import SafetyMonitor
+from robot_app.sensing.state_estimation import EstimatorComponent
+from robot_app.service.models import ModelRegistry, check_model_policy
 from robot_app.service.sdnotify import Notifier, watchdog_interval_s
 from robot_app.service.supervisor import Supervisor
+from robot_app.service.teleop import TeleopComponent
+from robot_app.ui.server import UiServer, build_app
 
 log = logging.getLogger(__name__)
 
@@ -35,97 +48,6 @@ SHUTDOWN_TIMEOUT_S = 4.0
 #: safety faults an operator holding the deadman may still drive through (to get the robot back onto
 #: the map or to the charger); tilt, stall, motor faults and the hardware e-stop stop everything
 TELEOP_THROUGH = frozenset({"geofence", "battery"})
-
-
-#: what each model's absence selects (DESIGN.md "fallbacks")
-MODEL_FALLBACK = {"clip": "planning from an instruction refused; planning to a chosen node works",
-                  "vnm": "GPS edges and GPS straight-line controller",
-                  "text-embed": "LASP uses lexical similarity",
-                  "llm": "rule-based landmark parser; LASP offline diagnoser"}
-
-
-def model_inventory(config) -> dict[str, str]:
-    """Which model files are installed and usable, and which fallback each missing or unusable one selects
-    (DESIGN.md); a damaged file (sha256 unlike its sidecar's, a GGUF without its magic) counts as unusable."""
-    d = Path(config.paths.models_dir)
-    m = config.models
-    files = {"clip": [m.clip_image_file, m.clip_text_file], "vnm": [m.vnm_file], "text-embed": [m.text_embed_file],
-             "llm": [config.llm.model_file]}
-    fallback = MODEL_FALLBACK
-    out = {}
-    for name, names in files.items():
-        missing = [f for f in names if not (d / f).is_file()]
-        if missing:
-            out[name] = f"missing ({', '.join(missing)}): {fallback[name]}"
-            continue
-        problem = next((p for p in (_model_file_problem(d / f) for f in names) if p), None)
-        out[name] = "installed" if problem is None else f"unusable ({problem}): {fallback[name]}"
-    return out
-
-
-class ModelPolicyError(RuntimeError):
-    """The installed models must not run with this configuration (SIM-ONLY stand-ins on a real camera)."""
-
-
-def sim_only_models(config) -> list[str]:
-    """File names of the installed CLIP and VNM files whose sidecar says ``sim_only`` (the stand-ins of
-    ``robot-app models train-sim``); files that are missing or unreadable are left to :func:`model_inventory`."""
-    from models.sidecar import ModelError, read_sidecar
-
-    d = Path(config.paths.models_dir)
-    m = config.models
-    out = []
-    for name in (m.clip_image_file, m.clip_text_file, m.vnm_file):
-        if not (d / name).is_file():
-            continue
-        try:  # params only: model_inventory already hashes every installed file at start
-            sc = read_sidecar(d / name, verify=False)
-        except ModelError:
-            continue
-        if sc.params.get("sim_only", False):
-            out.append(name)
-    return out
-
-
-def check_model_policy(config) -> None:
-    """Refuse SIM-ONLY stand-in models with a real camera (anything but ``[camera] source = "none"`` or
-    ``"sim"``): their groundings and waypoints mean nothing on real images, and the VNM would drive.
-
-    Raises
-    ------
-    ModelPolicyError
-        One line naming the files, the folder and the two ways out.
-    """
-    if config.camera.source in ("none", "sim"):
-        return
-    sim = sim_only_models(config)
-    if sim:
-        raise ModelPolicyError(
-            f"[paths] models_dir {config.paths.models_dir} holds SIM-ONLY stand-in models ({', '.join(sim)}) and "
-            f"[camera] source = {config.camera.source!r} is a real camera: install real models there "
-            f"(robot-app models export-*) or set [camera] source = \"sim\"")
-
-
-def _model_file_problem(path: Path) -> str | None:
-    """Why an installed model file cannot be used, or None: an ONNX file must match its sidecar (sha256,
-    ``models.sidecar.read_sidecar``, as the runtimes check when they open it), a GGUF file must start with
-    the GGUF magic (llama.cpp's file format)."""
-    from models.sidecar import ModelError, read_sidecar
-
-    if path.suffix == ".onnx":
-        try:
-            read_sidecar(path)
-        except ModelError as exc:
-            return str(exc)
-    elif path.suffix == ".gguf":
-        try:
-            with open(path, "rb") as fh:
-                magic = fh.read(4)
-        except OSError as exc:
-            return f"{path}: unreadable: {exc}"
-        if magic != b"GGUF":
-            return f"{path}: not a GGUF file (no GGUF magic)"
-    return None
 
 
 class DriverComponent:
@@ -219,63 +141,55 @@ class StatusReporter:
             await asyncio.sleep(min(wd or 1.0, 1.0))
 
 
+def _open_camera(config):
+    """The camera ``[camera] source`` names: None for "none", the simulated one for "sim" (the ``sim``
+    extra: pybullet renders it, imported only then), else a V4L2 / GStreamer device."""
+    if config.camera.source == "none":
+        return None
+    if config.camera.source == "sim":
+        from robot_app.sim.camera import SimCamera  # optional extra (pybullet)
+
+        return SimCamera(config.camera, sim=config.sim)
+    return Camera(config.camera)
+
+
 class App:
     """The onboard process. ``await App(config).run()`` returns the exit status."""
 
     def __init__(self, config):
-        from firmware_bridge.factory import drivers_from_config
-
         check_model_policy(config)
         self.config = config
         self.notifier = Notifier()
-        self.models = model_inventory(config)
+        #: the models: inventory at start, runtimes opened on first use (robot_app.service.models)
+        self.registry = ModelRegistry(config)
+        self.models = self.registry.inventory
         robot = config.robot
         #: the only place motion commands go (STOP over teleop over autonomy); the control loop reads it
         self.commands = CommandMux({Source.AUTONOMY: robot.cmd_timeout_s, Source.TELEOP: robot.cmd_timeout_s})
-        self.pose = None  # robot_app.state_estimation.Pose while the estimator has a fresh GPS fix
         self.drivers = drivers_from_config(config.serial, config.robot)
-        self.base = self.drivers.get("base")
+        base = self.drivers.get("base")
+        serial = config.serial
+        #: what the components read: drivers, camera, the fused pose (robot_app.interfaces.Sensors)
+        self.sensors = Sensors(
+            base=base,
+            gps=None if serial.gps_source == "none" else (self.drivers.get("gps") or base),
+            imu=None if serial.imu_source == "none" else (self.drivers.get("imu") or base),
+            camera=_open_camera(config))
         self.control = ControlLoop(self)
         self.supervisor = Supervisor(on_down=self._on_component_down)
-        from robot_app.mission import MissionExecutive
-
-        self.mission = MissionExecutive(self)
-        from robot_app.recording import RecordingService
-        from robot_app.safety import SafetyMonitor
-
         self.safety = SafetyMonitor(config.safety)
         self.fault = None
-
-        self.recording = RecordingService(self)
-        from robot_app.task_jobs import TaskJobs
-
-        self.tasks = TaskJobs(self)
-        self.camera = None
-        if config.camera.source == "sim":  # rendered from the simulated world's robot pose (extra sim)
-            from robot_app.sim.camera import SimCamera
-
-            self.camera = SimCamera(config.camera, sim=config.sim)
-        elif config.camera.source != "none":
-            from robot_app.camera import Camera
-
-            self.camera = Camera(config.camera)
+        self.mission = MissionExecutive(config, self.sensors, self.commands, self.registry, safety=self.safety,
+                                        fault=lambda: self.fault)
+        self.recording = RecordingService(config, self.sensors, self.commands, self.mission)
+        self.tasks = TaskJobs(config, self.sensors, self.registry, self.mission)
+        self.mission.on_stop.append(self.tasks.stop)  # STOP ends a running task job too
         #: the touchscreen API's session token: [ui] token, else a new random one per start (robot_app.ui.server)
         self.ui_token = config.ui.token or secrets.token_urlsafe(32)
         self.ui = None
         if config.ui.enabled:
-            from robot_app.ui.server import UiServer, build_app
-
             build_app(self)  # refuse unsafe [ui] settings at start, not in the component's restart loop
             self.ui = UiServer(self)
-        import threading
-
-        self._llm = None
-        self._llm_failed = False
-        self._vnm = None
-        self._vnm_failed = False
-        self._clip = None
-        self._clip_failed = False
-        self._llm_lock = threading.Lock()
         self._stop = asyncio.Event()
 
     @property
@@ -284,19 +198,30 @@ class App:
         return self.commands.current
 
     @property
+    def base(self):
+        """The base MCU driver (``sensors.base``), None without one."""
+        return self.sensors.base
+
+    @property
     def gps(self):
-        """The driver GPS fixes come from: the separate receiver (``[serial] gps_source = "serial"``) or the
-        base MCU (its ``navsat/nmea_sentence`` topic); None with ``gps_source = "none"``."""
-        if self.config.serial.gps_source == "none":
-            return None
-        return self.drivers.get("gps") or self.base
+        """The driver GPS fixes come from (``sensors.gps``): the separate receiver (``[serial] gps_source =
+        "serial"``) or the base MCU (its ``navsat/nmea_sentence`` topic); None with ``gps_source = "none"``."""
+        return self.sensors.gps
 
     @property
     def imu(self):
-        """The driver IMU readings come from: the Microstrain (``imu_source = "mip"``) or the base MCU."""
-        if self.config.serial.imu_source == "none":
-            return None
-        return self.drivers.get("imu") or self.base
+        """The driver IMU readings come from (``sensors.imu``): the Microstrain or the base MCU."""
+        return self.sensors.imu
+
+    @property
+    def camera(self):
+        """The camera (``sensors.camera``), None with ``[camera] source = "none"``."""
+        return self.sensors.camera
+
+    @property
+    def pose(self):
+        """The state estimator's fused pose (``sensors.pose``), None while it has no fresh estimate."""
+        return self.sensors.pose
 
     def on_fault(self, fault) -> None:
         """A safety fault appeared (or cleared): a running route ends; commands are zero meanwhile."""
@@ -307,54 +232,8 @@ class App:
         log.warning("safety: %s", fault.message)
         self.mission.abort(f"safety: {fault.message}")
 
-    def shared_llm(self):
-        """The one LLM of the process (llama.cpp in its worker process), opened on first use; None when
-        no model is installed or it cannot be opened (the rule-based parser then takes over)."""
-        if self._llm is None and not self._llm_failed and self.models.get("llm") == "installed":
-            with self._llm_lock:
-                if self._llm is None and not self._llm_failed:
-                    from models.llm import LlmError
-                    from robot_app.landmark_parsing import open_configured_llm
-
-                    try:
-                        self._llm = open_configured_llm(self.config)
-                    except LlmError as exc:
-                        self._llm_failed = True
-                        log.warning("LLM not usable (%s): rule-based landmark parser", exc)
-        return self._llm
-
-    def clip_model(self):
-        """The CLIP runtime, opened on first use; None when not installed or unusable."""
-        if self._clip is None and not self._clip_failed and self.models.get("clip") == "installed":
-            from models.clip import open_clip_model
-            from models.sidecar import ModelError
-
-            try:
-                self._clip = open_clip_model(self.config.paths.models_dir, config=self.config)
-            except ModelError as exc:
-                self._clip_failed = True
-                self.models["clip"] = f"failed to load ({exc}): {MODEL_FALLBACK['clip']}"
-                log.warning("CLIP not usable (%s)", exc)
-        return self._clip
-
-    def vnm_model(self):
-        """The VNM runtime, opened on first use; None when not installed or unusable (GPS mode)."""
-        if self._vnm is None and not self._vnm_failed and self.models.get("vnm") == "installed":
-            from models.sidecar import ModelError
-            from models.vnm import open_vnm
-
-            try:
-                self._vnm = open_vnm(self.config.paths.models_dir, config=self.config)
-            except ModelError as exc:
-                self._vnm_failed = True
-                self.models["vnm"] = f"failed to load ({exc}): {MODEL_FALLBACK['vnm']}"
-                log.warning("VNM not usable (%s): GPS navigation", exc)
-        return self._vnm
-
     def status_dict(self) -> dict:
         """Everything the status screen shows, JSON-ready."""
-        from firmware_bridge.readings import BaseStatus, GpsFix
-
         base = self.base
         cmd = self.command
         out = {"mcu_link": bool(base is not None and base.connected),
@@ -378,8 +257,6 @@ class App:
         gps = self.gps
         fix = gps.latest(GpsFix, max_age_s=self.config.serial.gps_max_age_s) if gps is not None else None
         if fix is not None and self.mission.map_zone is not None:  # for the map screen
-            import utm
-
             z, band = self.mission.map_zone
             e, n, _, _ = utm.from_latlon(fix.latitude_deg, fix.longitude_deg, force_zone_number=z,
                                          force_zone_letter=band)
@@ -408,13 +285,9 @@ class App:
             self.supervisor.start(DriverComponent(name, drv))
         self.supervisor.start(self.control)
         if self.config.estimation.enabled:
-            from robot_app.state_estimation import EstimatorComponent
-
-            self.supervisor.start(EstimatorComponent(self))
+            self.supervisor.start(EstimatorComponent(self.config, self.drivers, self.sensors))
         if self.config.teleop.device:
-            from robot_app.teleop import TeleopComponent
-
-            self.supervisor.start(TeleopComponent(self))
+            self.supervisor.start(TeleopComponent(self.config, self.commands, self.mission))
         if self.camera is not None:
             self.supervisor.start(self.camera)
         if self.ui is not None:
@@ -437,8 +310,7 @@ class App:
         await self.tasks.close()
         await self.mission.close()
         await self.recording.close()  # finish the current log and map writes
-        if self._llm is not None:
-            await asyncio.to_thread(self._llm.close)
+        await asyncio.to_thread(self.registry.close)
         self.commands.clear()
         if self.base is not None and self.base.connected:
             try:

@@ -1,8 +1,8 @@
 """The ``sim`` camera backend: first-person frames rendered from the world plant's true pose.
 
-:class:`SimCamera` has the interface of :class:`robot_app.camera.Camera` (``name``, ``run``,
+:class:`SimCamera` has the interface of :class:`robot_app.sensing.camera.Camera` (``name``, ``run``,
 ``subscribe``, ``unsubscribe``, ``latest``, ``frames_read``) and publishes the same
-:class:`robot_app.camera.Frame` objects, so the app cannot tell it from a real camera. It renders at
+:class:`robot_app.sensing.camera.Frame` objects, so the app cannot tell it from a real camera. It renders at
 ``[camera] fps`` in real time (a worker thread; frames dropped, never queued), at ``[camera]
 width`` x ``height``, from the pose of the plant that moves the simulated robot.
 
@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 
-from robot_app.camera import CameraError, FramePublisher
+from robot_app.sensing.camera import CameraError, FramePublisher
 
 __all__ = ["SimCamera", "set_active_plant", "active_plant", "world_plant_from_config"]
 

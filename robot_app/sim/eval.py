@@ -124,7 +124,7 @@ def _explore(world: World, iset: InstructionSet, s: EvalSettings, out: Path) -> 
 
 def _build(log_dir: Path, models_dir: Path, config, explore_key: str, out: Path, progress: bool) -> tuple[Path, dict, bool]:
     """Build the map from the exploration (or reuse it). Returns (map file, build report, cached)."""
-    from robot_app.map_build import build_map
+    from robot_app.mapping.map_build import build_map
 
     key = _digest({"explore": explore_key, "mapping": dataclasses.asdict(config.mapping),
                    "clip_crops": config.camera.clip_crops,
@@ -215,7 +215,7 @@ class _Context:
         self.image_emb, self.image_node = topomap.embeddings(self.clip.model_id)
 
     def node_image(self, v: int) -> np.ndarray:
-        from robot_app.map_build import decode_jpeg
+        from robot_app.mapping.map_build import decode_jpeg
 
         return decode_jpeg(self.map.images(int(v))[0])
 
@@ -332,10 +332,10 @@ def _sim_walk(ctx: _Context, nodes: np.ndarray, landmarks: tuple, *, images: boo
 
 
 def _replanner(ctx: _Context, cfg, *, images: bool):
-    """The route job's re-plan (:meth:`robot_app.mission.MissionExecutive.replan_from_here`) on the eval's
+    """The route job's re-plan (:meth:`robot_app.jobs.mission.MissionExecutive.replan_from_here`) on the eval's
     map: from the map node nearest the fix (within ``[mission] start_max_distance_m``) through the walk's
     landmarks after the walk index reached, with ``[planner] planner``; None when it cannot."""
-    from robot_app.planning import PLANNERS
+    from robot_app.route.planning import PLANNERS
 
     def replan(sw, reached: int, fix_xy):
         d = np.hypot(ctx.map_xy[:, 0] - fix_xy[0], ctx.map_xy[:, 1] - fix_xy[1])
@@ -367,7 +367,7 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
 
     from core.mapstore import open_map
     from robot_app.sim.eval_report import summarise, write_chart
-    from robot_app.landmark_parsing import parse_instruction
+    from robot_app.route.landmark_parsing import parse_instruction
 
     t0 = time.perf_counter()
     world = load_world(settings.world)

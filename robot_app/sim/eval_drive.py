@@ -11,7 +11,7 @@ et al., CoRL 2022, Sec. 5 and its GPS ablation): ``vnm`` (the policy with the VN
 images, map positions and headings: GPS stretches, GPS checks, approach leg and off-walk guard as on the
 robot) and ``gps`` (the policy without a VNM).
 
-A walk the policy ends short of its goal is handled as the route job does (:mod:`robot_app.mission`):
+A walk the policy ends short of its goal is handled as the route job does (:mod:`robot_app.jobs.mission`):
 ``lost`` / ``off-walk`` / ``stuck`` / ``collided`` are re-planned from the map node nearest the fix (the
 ``replan`` callback; at most ``max_replans`` times per walk; after a loss the new walk's first
 ``gps_after_lost_m`` go to GPS); ``stuck``, ``collided`` and ``timeout`` are a disengagement each, a loss the

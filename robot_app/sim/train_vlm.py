@@ -111,7 +111,7 @@ def retrieval_top_k(cos: np.ndarray, labels: np.ndarray, *, k: int = 3) -> tuple
 
 
 #: Training views are cut as the map's CLIP cuts a frame with ``[camera] clip_crops = CROPS``
-#: (:func:`robot_app.image_prep.centre_crops`: left, centre, right square), drawn with these weights:
+#: (:func:`robot_app.mapping.image_prep.centre_crops`: left, centre, right square), drawn with these weights:
 #: the model must know a landmark at the frame's edge, which only the side crops show whole.
 CROPS = 3
 CROP_WEIGHTS = (0.25, 0.5, 0.25)

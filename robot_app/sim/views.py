@@ -7,7 +7,7 @@ labels a pose with the landmark categories that the evaluation's ground truth co
 (:mod:`robot_app.sim.eval_truth`, one shared definition: an object counts within
 ``object_view_per_size`` times its largest dimension, clamped to ``object_view_m``-``object_view_max_m``;
 a building within ``building_view_m`` of its outline), restricted to what the map's CLIP sees of the
-frame: one square crop of side min(H, W) (:func:`robot_app.image_prep.centre_crops`; the centre
+frame: one square crop of side min(H, W) (:func:`robot_app.mapping.image_prep.centre_crops`; the centre
 square, or with ``[camera] clip_crops = 3`` the left, centre or right one):
 
 - the object's centre inside the crop's horizontal field of view (pinhole camera, focal length
@@ -235,7 +235,7 @@ def label_pose(world: World, x_m: float, y_m: float, yaw_rad: float, *, hfov_deg
     pinhole frame with horizontal field of view ``hfov_deg``, its left column at ``crop_position``
     times ``width_px - side``: 0.5 the centre crop (what the map's CLIP embeds with ``[camera]
     clip_crops = 1``), 0 and 1 the left and right crops of ``clip_crops = 3``
-    (:func:`robot_app.image_prep.centre_crops`). The pose is world frame (m, yaw rad CCW from +x); the
+    (:func:`robot_app.mapping.image_prep.centre_crops`). The pose is world frame (m, yaw rad CCW from +x); the
     ranges are the evaluation's ground truth ``truth`` (:class:`robot_app.sim.eval_truth.TruthParams`).
 
     Raises
@@ -453,7 +453,7 @@ def render_views(world: World, poses: np.ndarray, *, image_size: int, seed: int 
         Frame sizes (W, H) in pixels to render at, chosen per view with these probabilities (default
         uniform): the map's frames may come from cameras of several resolutions.
     crops, crop_weights
-        Each view is one of the ``crops`` squares :func:`robot_app.image_prep.centre_crops` cuts from the
+        Each view is one of the ``crops`` squares :func:`robot_app.mapping.image_prep.centre_crops` cuts from the
         frame (as the map's CLIP with ``[camera] clip_crops = crops``), chosen with these probabilities
         (default uniform) and labelled for that crop.
     progress
@@ -469,7 +469,7 @@ def render_views(world: World, poses: np.ndarray, *, image_size: int, seed: int 
     import cv2
     from PIL import Image
 
-    from robot_app.image_prep import centre_crops
+    from robot_app.mapping.image_prep import centre_crops
     from robot_app.sim.render import WorldRenderer
 
     rng = np.random.default_rng([int(seed), 7])

@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     from core.mapstore import open_map
     from core.tlog import read_log
     from models.vnm import open_vnm
-    from robot_app.map_build import decode_jpeg
+    from robot_app.mapping.map_build import decode_jpeg
     from robot_app.sim import shipped_models_dir
     from robot_app.nav.policy import NavOptions
     from robot_app.sim.eval_truth import node_true_poses

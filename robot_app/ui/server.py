@@ -151,9 +151,9 @@ def build_app(robot) -> web.Application:
             return _json_error(status, message)
         return await handler(request)
 
-    from robot_app.mission import MissionError
-    from robot_app.recording import RecordingError
-    from robot_app.task_jobs import TaskError
+    from robot_app.jobs.mission import MissionError
+    from robot_app.mapping.recording import RecordingError
+    from robot_app.jobs.task_jobs import TaskError
 
     @web.middleware
     async def refused(request: web.Request, handler):

@@ -13,7 +13,7 @@ import pytest
 
 from core.tlog import LOG_FILE, LogFormatError, TraversalLogWriter, read_log, verify_log
 from robot_app.cli import main
-from robot_app.synthetic_logs import tiny_jpeg
+from robot_app.mapping.synthetic_logs import tiny_jpeg
 
 
 def _write(folder, n: int = 30):

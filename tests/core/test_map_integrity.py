@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from core.mapstore import MapError, MapWriter, open_map
-from robot_app.synthetic_logs import tiny_jpeg
+from robot_app.mapping.synthetic_logs import tiny_jpeg
 
 MODEL = "clip:test"
 

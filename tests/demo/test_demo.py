@@ -111,7 +111,7 @@ def test_phrase_categories():
 @pytest.mark.parametrize("name", ["campus", "industrial"])
 def test_shipped_scenarios_name_landmarks_seen_along_their_routes(name):
     from robot_app.config import Config
-    from robot_app.landmark_parsing import parse_instruction
+    from robot_app.route.landmark_parsing import parse_instruction
     from robot_app.sim.explore import route_points
 
     world = load_world(name)
@@ -151,7 +151,7 @@ def _fake_ctx(tmp_path):
                       models_dir=tmp_path / "models")
     ctx.poses, ctx.edges = poses, np.stack([np.arange(19), np.arange(1, 20)], axis=1)
     ctx.plan_nodes, ctx.places = list(range(12)), {"depot": 11, "yard": 13, "site-b": 15, "site-c": 17}
-    from robot_app.map_build import encode_jpeg
+    from robot_app.mapping.map_build import encode_jpeg
 
     ctx.landmark_images = {10: encode_jpeg(np.zeros((12, 16, 3), np.uint8))}
     rec = PathRecorder(plant=None)

@@ -12,8 +12,8 @@ from core import graph_build as gb
 from core.mapstore import open_map
 from core.tlog import read_log
 from robot_app.config import Config, MappingConfig
-from robot_app.map_build import DistanceCache, build_map, select_build_nodes, vnm_pair_distances
-from robot_app.synthetic_logs import write_synthetic_log
+from robot_app.mapping.map_build import DistanceCache, build_map, select_build_nodes, vnm_pair_distances
+from robot_app.mapping.synthetic_logs import write_synthetic_log
 
 
 @pytest.fixture

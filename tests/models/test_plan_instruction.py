@@ -6,7 +6,7 @@ import json
 import shutil
 
 from robot_app.cli import main
-from robot_app.synthetic_logs import write_synthetic_log
+from robot_app.mapping.synthetic_logs import write_synthetic_log
 
 
 def test_plan_from_an_instruction_with_clip(tmp_path, clip_export_dir, capsys):

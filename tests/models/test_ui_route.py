@@ -16,7 +16,7 @@ from firmware_bridge.sim.devices import SimulatedDevices
 from robot_app.cli import main
 from robot_app.config import Config
 from robot_app.service.app import App
-from robot_app.synthetic_logs import write_synthetic_log
+from robot_app.mapping.synthetic_logs import write_synthetic_log
 from robot_app.ui.server import UiConfigError
 
 ORIGIN = (52.5148, 13.4643)
@@ -190,8 +190,8 @@ def test_the_app_shares_one_llm_worker_for_landmark_parsing(tmp_path, route_setu
                 plans.append(await app.mission.plan_route("Go past the red house, then stop at the blue car.",
                                                           start=0))
                 app.mission.state = "idle"
-            first = app.shared_llm()
-            assert first is not None and app.shared_llm() is first  # opened once, reused
+            first = app.registry.llm()
+            assert first is not None and app.registry.llm() is first  # opened once, reused
             assert all(p["grounding"]["parser"] == "llm" for p in plans)
         finally:
             app.request_stop()

@@ -10,10 +10,10 @@ import shutil
 import numpy as np
 
 from firmware_bridge.sim.devices import SimulatedDevices
-from robot_app.config import Config
+from robot_app.config import Config, nav_options
 from robot_app.nav.gps import GpsNavigator
 from robot_app.service.app import App
-from robot_app.synthetic_logs import enu_to_latlon
+from robot_app.mapping.synthetic_logs import enu_to_latlon
 from robot_app.nav.vnm import VnmNavigator
 
 from tests.robot_app.test_record_a_map import ORIGIN, write_video
@@ -55,10 +55,10 @@ def test_vnm_loop_runs_within_limits_and_stops(tmp_path, vnm_export):
             task = asyncio.ensure_future(app.run())
             try:
                 await app.base.wait_connected(10.0)
-                vnm = app.vnm_model()
-                assert vnm is not None and app.vnm_model() is vnm
+                vnm = app.registry.vnm()
+                assert vnm is not None and app.registry.vnm() is vnm
                 # random weights: force stepping (never lost, never close) and end by the time limit
-                nav = VnmNavigator(app, vnm, lost_steps=1e9, close_steps=-1.0, timeout_s=4.0, goal_close=True)
+                nav = VnmNavigator(app.sensors, app.commands, vnm, nav_options(app.config), lost_steps=1e9, close_steps=-1.0, timeout_s=4.0, goal_close=True)
                 report = await nav.follow(jpegs)
                 await asyncio.sleep(0.4)
                 after = sim.plant.state()
@@ -81,7 +81,7 @@ class _ScriptedGps(GpsNavigator):
     read (a fresh fix on every read): the robot's position is the test's input, not the plant's."""
 
     def __init__(self, app, script):
-        super().__init__(app, stuck_s=3.0)
+        super().__init__(app.sensors, app.commands, nav_options(app.config), stuck_s=3.0)
         self.script, self.t0 = script, None
 
     def sense(self) -> bool:
@@ -124,7 +124,7 @@ def test_vnm_stretch_gps_guard_and_arrival(tmp_path, vnm_export):
                 out = {}
                 for name, script in scripts.items():
                     # "far": [vnm_nav] gps_approach_m = 0, no leg onto the walk
-                    nav = VnmNavigator(app, app.vnm_model(), lost_steps=1e9, close_steps=-1.0, timeout_s=5.0,
+                    nav = VnmNavigator(app.sensors, app.commands, app.registry.vnm(), nav_options(app.config), lost_steps=1e9, close_steps=-1.0, timeout_s=5.0,
                                        goal_close=True, gps_navigator=_ScriptedGps(app, script), stuck_s=3.0,
                                        gps_approach_m=0.0 if name == "far" else 5.0)
                     out[name] = await nav.follow(jpegs, walk_latlon=walk), nav.stretches

@@ -26,7 +26,7 @@ def _jpeg() -> bytes:
 @pytest.mark.skipif(not (SIM / "clip-image.onnx").is_file(), reason="no shipped sim CLIP")
 def test_ground_instruction_applies_the_configured_cap(tmp_path):
     from models.clip import open_clip_model
-    from robot_app.grounding_service import ground_instruction
+    from robot_app.route.grounding_service import ground_instruction
 
     clip = open_clip_model(SIM)
     # node "images" are the text embeddings of landmark phrasings: cosines from about 1 down to low

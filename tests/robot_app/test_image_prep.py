@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from robot_app.config import CameraConfig
-from robot_app.image_prep import ImagePrepError, centre_crops, clip_views, rectify
+from robot_app.mapping.image_prep import ImagePrepError, centre_crops, clip_views, rectify
 
 
 def checkerboard(h=240, w=320, sq=20):

@@ -9,7 +9,7 @@ import pytest
 
 from robot_app.cli import main
 from robot_app.config import ConfigError, config_from_mapping
-from robot_app.landmark_parsing import parse_instruction
+from robot_app.route.landmark_parsing import parse_instruction
 
 INSTRUCTION = "Find the fountain, but first pass by a wooden bench near the oak tree."
 
@@ -58,7 +58,7 @@ def test_rules_without_a_model(config_with_models):
 
 
 def test_llm_requested_without_model_falls_back_with_a_logged_reason(config_with_models, caplog):
-    with caplog.at_level(logging.WARNING, logger="robot_app.landmark_parsing"):
+    with caplog.at_level(logging.WARNING, logger="robot_app.route.landmark_parsing"):
         landmarks, used = parse_instruction(INSTRUCTION, config=config_with_models, parser="llm")
     assert used == "rules" and landmarks[-1] == "a fountain"
     assert "not found" in caplog.text
@@ -79,7 +79,7 @@ def test_configured_model_needs_an_intact_sidecar(tmp_path, tiny_model, caplog):
     models_dir.mkdir()
     shutil.copy(tiny_model, models_dir / "llm.gguf")
     config = config_from_mapping({"paths": {"models_dir": str(models_dir)}, "llm": {"worker": False}})
-    with caplog.at_level(logging.WARNING, logger="robot_app.landmark_parsing"):
+    with caplog.at_level(logging.WARNING, logger="robot_app.route.landmark_parsing"):
         assert parse_instruction(INSTRUCTION, config=config, parser="llm")[1] == "rules"
     assert "llm-sidecar" in caplog.text  # says how to provision it
     assert main(["--config", str(_write_config(tmp_path, models_dir)), "models", "llm-sidecar",
@@ -91,7 +91,7 @@ def test_configured_model_needs_an_intact_sidecar(tmp_path, tiny_model, caplog):
         f.seek(-1, 2)
         f.write(bytes([last[0] ^ 1]))
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="robot_app.landmark_parsing"):
+    with caplog.at_level(logging.WARNING, logger="robot_app.route.landmark_parsing"):
         assert parse_instruction(INSTRUCTION, config=config, parser="auto")[1] == "rules"
     assert "sha256" in caplog.text
 
@@ -116,7 +116,7 @@ def test_llm_failure_falls_back_to_rules(tiny_model, caplog):
 
     config = config_from_mapping({"llm": {"timeout_s": 0.5}})
     client = open_llm(tiny_model, n_ctx=64, in_process=True)  # the prompt does not fit: LlmError
-    with client, caplog.at_level(logging.WARNING, logger="robot_app.landmark_parsing"):
+    with client, caplog.at_level(logging.WARNING, logger="robot_app.route.landmark_parsing"):
         landmarks, used = parse_instruction(INSTRUCTION, config=config, parser="llm", llm=client)
     assert used == "rules" and landmarks == ["a wooden bench near the oak tree", "a fountain"]
     assert "LLM landmark extraction failed" in caplog.text

@@ -11,8 +11,8 @@ import pytest
 from core.mapstore import open_map
 from robot_app.cli import main
 from robot_app.config import Config, MappingConfig
-from robot_app.map_build import build_map
-from robot_app.synthetic_logs import write_synthetic_log
+from robot_app.mapping.map_build import build_map
+from robot_app.mapping.synthetic_logs import write_synthetic_log
 
 
 @pytest.fixture

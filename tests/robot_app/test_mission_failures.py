@@ -10,8 +10,10 @@ import json
 import numpy as np
 import pytest
 
+from robot_app.commands import CommandMux, Source
 from robot_app.config import Config
-from robot_app.mission import MissionExecutive
+from robot_app.interfaces import Sensors
+from robot_app.jobs.mission import MissionExecutive
 from robot_app.nav.gps import RunReport
 
 
@@ -38,11 +40,9 @@ class Replanning(MissionExecutive):
 
 def run_route(tmp_path, outcomes, *, max_replans=2):
     base = Config()
-    app = type("A", (), {})()
-    app.config = dataclasses.replace(base, paths=dataclasses.replace(base.paths, logs_dir=str(tmp_path)),
-                                     mission=dataclasses.replace(base.mission, max_replans=max_replans))
-    app.gps = None
-    mission = Replanning(app)
+    cfg = dataclasses.replace(base, paths=dataclasses.replace(base.paths, logs_dir=str(tmp_path)),
+                              mission=dataclasses.replace(base.mission, max_replans=max_replans))
+    mission = Replanning(cfg, Sensors(), CommandMux({Source.AUTONOMY: 0.25, Source.TELEOP: 0.25}), models=None)
     mission.plan = {"id": 7, "nodes": [0, 1, 2], "landmarks": [{"node": 2, "position": 2, "name": "a mailbox"}]}
     mission.progress = {"mode": "gps", "started_mono_s": 0.0}
     nav = ScriptedNavigator(outcomes)
@@ -83,7 +83,7 @@ def test_max_replans_is_a_checked_config_key():
 
 def test_every_walk_outcome_is_a_mission_state():
     """The route job ends in the walk's outcome: each of the policy's outcomes is one of its states."""
-    from robot_app.mission import FAILED_OUTCOMES, MissionState
+    from robot_app.jobs.mission import FAILED_OUTCOMES, MissionState
     from robot_app.nav.policy import Outcome
 
     assert {MissionState(o.value) for o in Outcome} <= set(MissionState)

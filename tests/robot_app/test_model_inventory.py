@@ -6,7 +6,7 @@ import dataclasses
 import shutil
 
 from robot_app.config import Config
-from robot_app.service.app import model_inventory
+from robot_app.service.models import model_inventory
 from robot_app.sim import shipped_models_dir
 
 
@@ -74,5 +74,5 @@ def test_a_model_that_fails_to_load_is_failed_never_ok_nor_installed(tmp_path, c
     base = Config()
     app = App(dataclasses.replace(base, paths=dataclasses.replace(base.paths, models_dir=str(d)),
                                   ui=dataclasses.replace(base.ui, enabled=False)))
-    assert app.vnm_model() is None  # the runtime cannot load it: GPS mode
+    assert app.registry.vnm() is None  # the runtime cannot load it: GPS mode
     assert app.models["vnm"].startswith("failed to load") and "installed" not in app.models["vnm"]

@@ -9,10 +9,10 @@ import math
 import numpy as np
 
 from firmware_bridge.sim.devices import SimulatedDevices
-from robot_app.config import Config
+from robot_app.config import Config, nav_options
 from robot_app.nav.gps import GpsNavigator
 from robot_app.service.app import App
-from robot_app.synthetic_logs import enu_to_latlon
+from robot_app.mapping.synthetic_logs import enu_to_latlon
 
 ORIGIN = (52.5148, 13.4643)
 
@@ -32,7 +32,7 @@ def _follow(tmp_path, walk_enu, **nav_kwargs):
             task = asyncio.ensure_future(app.run())
             try:
                 await app.base.wait_connected(10.0)
-                nav = GpsNavigator(app, **nav_kwargs)
+                nav = GpsNavigator(app.sensors, app.commands, nav_options(app.config), **nav_kwargs)
                 report = await nav.follow(lat, lon)
                 st = sim.plant.state()
                 await asyncio.sleep(0.3)

@@ -9,8 +9,8 @@ import pytest
 
 from core.tlog import read_log
 from robot_app.cli import main
-from robot_app.recorder import Recorder
-from robot_app.synthetic_logs import enu_to_latlon, tiny_jpeg
+from robot_app.mapping.recorder import Recorder
+from robot_app.mapping.synthetic_logs import enu_to_latlon, tiny_jpeg
 
 h5py = pytest.importorskip("h5py", reason="the `recon` extra (h5py) is part of `dev`")
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-from types import SimpleNamespace
 
 import numpy as np
 
 from robot_app.commands import CommandMux, Source
 from robot_app.config import Config, nav_options
+from robot_app.interfaces import Sensors
 from robot_app.nav.policy import Driver, NavPolicy, Outcome, Phase, Walk
 from robot_app.nav.shell import WalkShell
 from tests.robot_app.test_nav_policy import RANGE_STEPS, RATE_HZ, Robot, drive
@@ -56,14 +56,13 @@ def test_robot_shell_and_eval_driver_give_the_same_directives():
     script = run.observations
 
     # the robot's shell, with the app's command multiplexer; held commands recorded instead of waited out
-    cfg = Config()
-    app = SimpleNamespace(config=cfg, commands=CommandMux({Source.AUTONOMY: 1.0, Source.TELEOP: 1.0}), camera=None, base=None)
+    commands = CommandMux({Source.AUTONOMY: 1.0, Source.TELEOP: 1.0})
     held = []
 
     class RecordingShell(WalkShell):
-        async def _hold(self, v, omega, duration_s):
+        async def _hold(self, v, omega, duration_s, refresh_s):
             self._command(v, omega)
-            live = self.app.commands.select()
+            live = self.commands.select()
             held.append((v, omega, duration_s, live.source, live.sender))
 
     feed = iter(script)
@@ -72,7 +71,7 @@ def test_robot_shell_and_eval_driver_give_the_same_directives():
         return next(feed)
 
     robot_policy = _policy()
-    shell = RecordingShell(app, pose_source=None, sender="vnm-navigator", observe=observe)
+    shell = RecordingShell(Sensors(), commands, pose_source=None, sender="vnm-navigator", observe=observe)
     final = asyncio.run(shell.run(robot_policy))
 
     # eval sim's driver, its sensors replaced by the same script
@@ -94,5 +93,5 @@ def test_robot_shell_and_eval_driver_give_the_same_directives():
     assert [(v, w, h) for v, w, h, _src, _snd in held] == [(d.v_mps, d.omega_radps, d.hold_s) for d in moving]
     assert all(src == "autonomy" and snd == "vnm-navigator" for *_x, src, snd in held)
     # and the robot shell stopped the robot when the walk ended
-    last = app.commands.select()
+    last = commands.select()
     assert last.source == "autonomy" and (last.v_mps, last.omega_radps) == (0.0, 0.0)

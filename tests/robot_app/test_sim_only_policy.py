@@ -41,7 +41,7 @@ def test_run_with_a_real_camera_refuses_sim_only_models_in_one_line(tmp_path):
 @pytest.mark.parametrize("source", ["sim", "none"])
 def test_sim_only_models_are_accepted_with_the_simulated_camera_or_none(tmp_path, source):
     from robot_app.config import load_config
-    from robot_app.service.app import check_model_policy, sim_only_models
+    from robot_app.service.models import check_model_policy, sim_only_models
 
     cfg = load_config(_config_file(tmp_path, source))
     assert set(sim_only_models(cfg)) == {"clip-image.onnx", "clip-text.onnx", "vnm.onnx"}

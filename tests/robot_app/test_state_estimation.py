@@ -13,12 +13,12 @@ import pytest
 import utm
 
 from firmware_bridge.sim.devices import SimulatedDevices
-from robot_app.config import Config, ConfigError, config_from_mapping
+from robot_app.config import Config, ConfigError, config_from_mapping, nav_options
 from robot_app.commands import Source
 from robot_app.service.app import App
-from robot_app.state_estimation import (MagCalibration, MagCalibrationError,
+from robot_app.sensing.state_estimation import (MagCalibration, MagCalibrationError,
                                         fit_planar_mag_calibration, wrap_angle)
-from robot_app.synthetic_logs import enu_to_latlon
+from robot_app.mapping.synthetic_logs import enu_to_latlon
 
 ORIGIN = (52.5148, 13.4643)
 
@@ -174,7 +174,8 @@ def test_gps_navigator_drives_on_the_fused_pose(tmp_path):
     lat, lon = enu_to_latlon(walk, anchor=ORIGIN)
 
     async def body(app, sim):
-        nav = GpsNavigator(app, max_v_mps=1.5, lookahead_m=1.5, goal_radius_m=0.6, timeout_s=40.0)
+        nav = GpsNavigator(app.sensors, app.commands, nav_options(app.config), max_v_mps=1.5, lookahead_m=1.5,
+                           goal_radius_m=0.6, timeout_s=40.0)
         report = await nav.follow(lat, lon)
         return report, nav.pose_source, sim.plant.state()
 
@@ -190,7 +191,8 @@ def test_without_the_estimator_the_navigator_uses_its_own_pose(tmp_path):
 
     async def body(app, sim):
         assert "estimation" not in app.supervisor.states and app.pose is None
-        nav = GpsNavigator(app, max_v_mps=1.5, lookahead_m=1.5, goal_radius_m=0.6, timeout_s=30.0)
+        nav = GpsNavigator(app.sensors, app.commands, nav_options(app.config), max_v_mps=1.5, lookahead_m=1.5,
+                           goal_radius_m=0.6, timeout_s=30.0)
         return await nav.follow(lat, lon), nav.pose_source
 
     report, source = asyncio.run(_with_app(tmp_path, body, enabled=False))
@@ -214,7 +216,7 @@ def test_estimator_ignores_broken_readings_and_keeps_tracking():
     """NaN gyro/accelerometer/wheel values and NaN or polar GPS fixes are skipped, not folded in."""
     from firmware_bridge.readings import GpsFix, ImuReading, WheelFeedback, WheelState
     from robot_app.cli.imu_cmd import synthetic_drive
-    from robot_app.state_estimation import StateEstimator
+    from robot_app.sensing.state_estimation import StateEstimator
 
     readings, truth, _ = synthetic_drive(duration_s=30.0, gps_sigma_m=1.0, seed=3, origin=ORIGIN)
     nan = float("nan")
@@ -241,16 +243,15 @@ def test_estimator_ignores_broken_readings_and_keeps_tracking():
 def test_estimator_reads_the_imu_and_gps_only_from_the_configured_sources():
     from firmware_bridge.factory import drivers_from_config
     from firmware_bridge.readings import GpsFix, ImuReading, WheelFeedback
-    from robot_app.state_estimation import EstimatorComponent
+    from robot_app.sensing.state_estimation import EstimatorComponent
 
     base = Config()
     for imu_src, gps_src in (("mcu", "mcu"), ("mip", "serial"), ("none", "none")):
         cfg = dataclasses.replace(base, serial=dataclasses.replace(base.serial, imu_source=imu_src,
                                                                    gps_source=gps_src))
-        app = type("A", (), {})()
-        app.config, app.drivers = cfg, drivers_from_config(cfg.serial, cfg.robot)
-        got = {name: kinds for (drv, kinds) in EstimatorComponent(app)._sources(ImuReading, WheelFeedback, GpsFix)
-               for name, d in app.drivers.items() if d is drv}
+        drivers = drivers_from_config(cfg.serial, cfg.robot)
+        got = {name: kinds for (drv, kinds) in EstimatorComponent(cfg, drivers, None)._sources(
+               ImuReading, WheelFeedback, GpsFix) for name, d in drivers.items() if d is drv}
         imu_from = [n for n, k in got.items() if ImuReading in k]
         gps_from = [n for n, k in got.items() if GpsFix in k]
         assert WheelFeedback in got["base"]

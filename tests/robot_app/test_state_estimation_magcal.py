@@ -11,7 +11,7 @@ import pytest
 
 from firmware_bridge.sim.devices import SimulatedDevices
 from robot_app.cli import main
-from robot_app.state_estimation import MagCalibration
+from robot_app.sensing.state_estimation import MagCalibration
 
 
 class SimThread:

@@ -13,8 +13,8 @@ from firmware_bridge.sim.devices import SimulatedDevices
 from robot_app.cli import main
 from robot_app.config import Config
 from robot_app.service.app import App
-from robot_app.synthetic_logs import write_synthetic_log
-from robot_app.task_jobs import TaskError, replace_goal
+from robot_app.mapping.synthetic_logs import write_synthetic_log
+from robot_app.jobs.task_jobs import TaskError, replace_goal
 
 ORIGIN = (52.5148, 13.4643)
 
@@ -99,7 +99,7 @@ def test_learned_knowledge_is_kept_only_when_approved_and_loaded_by_later_tasks(
     from core.lasp.loop import run_lasp
     from core.lasp.model import Task
     from core.lasp.similarity import lexical_similarity
-    from robot_app.task_jobs import JACKAL_DIR
+    from robot_app.jobs.task_jobs import JACKAL_DIR
 
     robot = Task.from_pddl((JACKAL_DIR / "robot_domain.pddl").read_text(), (JACKAL_DIR / "robot_patrol.pddl").read_text())
     oracle = Task.from_pddl((JACKAL_DIR / "domain.pddl").read_text(), (JACKAL_DIR / "patrol.pddl").read_text())

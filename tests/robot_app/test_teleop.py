@@ -15,11 +15,11 @@ from evdev import InputEvent, ecodes  # noqa: E402
 
 from firmware_bridge.sim.devices import SimulatedDevices  # noqa: E402
 from robot_app.commands import CommandMux, Source  # noqa: E402
-from robot_app.config import Config, ConfigError, config_from_mapping  # noqa: E402
+from robot_app.config import Config, ConfigError, config_from_mapping, nav_options  # noqa: E402
 from robot_app.nav.gps import GpsNavigator  # noqa: E402
 from robot_app.service.app import App  # noqa: E402
-from robot_app.synthetic_logs import enu_to_latlon  # noqa: E402
-from robot_app.teleop import AxisRange, GamepadMapper, TeleopComponent  # noqa: E402
+from robot_app.mapping.synthetic_logs import enu_to_latlon  # noqa: E402
+from robot_app.service.teleop import AxisRange, GamepadMapper, TeleopComponent  # noqa: E402
 
 ORIGIN = (52.5148, 13.4643)
 PS4 = {ecodes.ABS_X: AxisRange(0, 255), ecodes.ABS_Y: AxisRange(0, 255), ecodes.ABS_RX: AxisRange(0, 255),
@@ -102,7 +102,7 @@ def test_missing_pad_is_waited_for_not_a_fault(tmp_path):
     app.commands = CommandMux({Source.AUTONOMY: 0.25, Source.TELEOP: 0.25})
     app.commands.submit(Source.AUTONOMY, 0.5, 0.0, sender="navigator")
     with pytest.raises(asyncio.TimeoutError):
-        asyncio.run(asyncio.wait_for(TeleopComponent(app).run(), 1.2))
+        asyncio.run(asyncio.wait_for(TeleopComponent(app.config, app.commands).run(), 1.2))
     assert not app.commands.live(Source.TELEOP)  # the absent pad never wrote its slot
 
 
@@ -112,7 +112,7 @@ def test_a_path_that_is_no_input_device_fails_the_component(tmp_path):
     app = type("A", (), {})()
     app.config = dataclasses.replace(cfg, teleop=dataclasses.replace(cfg.teleop, device=str(tmp_path / "file")))
     with pytest.raises(OSError):
-        asyncio.run(TeleopComponent(app).run())
+        asyncio.run(TeleopComponent(app.config, None).run())
 
 
 async def _app_on_sim(tmp_path, body, **teleop):
@@ -137,10 +137,10 @@ def test_deadman_takes_over_a_running_route_and_release_stops(tmp_path):
     """On the simulated robot: a route is being driven; holding the deadman ends it (one disengagement)
     and drives backwards as the stick says; releasing stops the robot."""
     async def body(app, sim):
-        tele = TeleopComponent(app)
+        tele = TeleopComponent(app.config, app.commands, app.mission)
         tele.mapper = GamepadMapper(app.config.teleop, app.config.robot, PS4)
         lat, lon = enu_to_latlon(np.array([(0.0, 0.0), (10.0, 0.0), (20.0, 0.0)]), anchor=ORIGIN)
-        nav = GpsNavigator(app, max_v_mps=1.0, timeout_s=30.0)
+        nav = GpsNavigator(app.sensors, app.commands, nav_options(app.config), max_v_mps=1.0, timeout_s=30.0)
         app.mission._nav_task = asyncio.ensure_future(nav.follow(lat, lon))
         app.mission.state = "running"
         await asyncio.sleep(2.0)
@@ -196,14 +196,15 @@ def test_virtual_pad_through_uinput_drives_the_simulated_robot(tmp_path):
 
 def test_a_route_started_while_the_deadman_is_held_is_taken_over_at_once():
     """Go pressed on the screen while the operator holds the deadman: the pad keeps the robot."""
-    from robot_app.mission import MissionExecutive
+    from robot_app.jobs.mission import MissionExecutive
+    from robot_app.interfaces import Sensors
 
     async def main():
         app = type("A", (), {})()
-        app.config, app.base = Config(), None
+        app.config = Config()
         app.commands = CommandMux({Source.AUTONOMY: 0.25, Source.TELEOP: 0.25})
-        app.mission = MissionExecutive(app)
-        tele = TeleopComponent(app)
+        app.mission = MissionExecutive(app.config, Sensors(), app.commands, models=None)
+        tele = TeleopComponent(app.config, app.commands, app.mission)
         tele.mapper = GamepadMapper(app.config.teleop, app.config.robot, PS4)
         tele.handle([key(ecodes.BTN_TL, True), axis(ecodes.ABS_Y, 0)])
         first = (app.mission.disengagements, app.commands.current.source)

@@ -9,6 +9,8 @@ import pytest
 
 import dataclasses
 
+from robot_app.config import nav_options
+from robot_app.interfaces import Sensors
 from robot_app.nav.walk_following import GNM_RULES, WalkTracker
 
 
@@ -119,8 +121,6 @@ def test_vnm_nav_config_defaults_are_gnms_and_bad_values_are_named(tmp_path):
 
 
 def test_vnm_navigator_takes_its_rules_from_the_config(tmp_path):
-    import types
-
     from models.vnm import open_vnm
     from robot_app.config import load_config
     from robot_app.sim import shipped_models_dir
@@ -128,9 +128,8 @@ def test_vnm_navigator_takes_its_rules_from_the_config(tmp_path):
 
     p = tmp_path / "c.toml"
     p.write_text("[vnm_nav]\nwindow = 6\ngoal_confirm_steps = 3\nrecover_window = 12\nwaypoint_index = 9\n")
-    app = types.SimpleNamespace(config=load_config(p), camera=None)
     vnm = open_vnm(shipped_models_dir(), warm_up=False)
-    nav = VnmNavigator(app, vnm, close_steps=5.0)
+    nav = VnmNavigator(Sensors(), None, vnm, nav_options(load_config(p)), close_steps=5.0)
     rules = nav.options.rules
     assert (rules.window, rules.close_steps, rules.goal_confirm_steps, rules.recover_window) == (6, 5.0, 3, 12)
     assert rules.lost_steps is None and nav.options.waypoint_index == 9  # the shell clips it to the model's last
@@ -170,8 +169,8 @@ def test_route_jobs_use_map_headings_only_from_maps_that_smooth_them(caplog):
     the route job then passes none (the VNM drives the whole walk) and says to rebuild the map."""
     from types import SimpleNamespace
 
-    from robot_app.map_build import HEADINGS_METHOD
-    from robot_app.mission import MissionExecutive
+    from robot_app.mapping.map_build import HEADINGS_METHOD
+    from robot_app.jobs.mission import MissionExecutive
 
     nodes = SimpleNamespace(heading_rad=np.array([0.0, 0.5, 1.0, 1.5]))
     new = SimpleNamespace(metadata={"build": {"node_headings": HEADINGS_METHOD}}, nodes=nodes)
@@ -201,7 +200,7 @@ def test_vnm_navigator_sends_sharp_turns_to_gps_when_configured():
 
     from robot_app.config import Config
     from robot_app.nav.gps import PoseEstimator
-    from robot_app.synthetic_logs import enu_to_latlon
+    from robot_app.mapping.synthetic_logs import enu_to_latlon
     from robot_app.nav.vnm import VnmNavigator
 
     xy = np.array([[0.0, 2.5 * k] for k in range(9)] + [[2.5 * k, 20.0] for k in range(1, 9)])
@@ -211,8 +210,8 @@ def test_vnm_navigator_sends_sharp_turns_to_gps_when_configured():
     def stretches(deg):
         base = Config()
         cfg = dataclasses.replace(base, vnm_nav=dataclasses.replace(base.vnm_nav, gps_at_turns_deg=deg))
-        nav = VnmNavigator(SimpleNamespace(config=cfg, camera=None), SimpleNamespace(len_traj_pred=5, frame_rate_hz=4.0, dist_range_steps=(0.0, 20.0)),
-                           gps_navigator=SimpleNamespace(estimator=PoseEstimator()))
+        nav = VnmNavigator(Sensors(), None, SimpleNamespace(len_traj_pred=5, frame_rate_hz=4.0, dist_range_steps=(0.0, 20.0)),
+                           nav_options(cfg), gps_navigator=SimpleNamespace(estimator=PoseEstimator()))
         return nav.plan_stretches(len(xy), (lat, lon), heading)
 
     assert stretches(0.0) == [("vnm", 0, 16)]
@@ -228,13 +227,13 @@ def test_vnm_navigator_gives_the_start_of_a_walk_to_gps_after_a_loss():
 
     from robot_app.config import Config
     from robot_app.nav.gps import PoseEstimator
-    from robot_app.synthetic_logs import enu_to_latlon
+    from robot_app.mapping.synthetic_logs import enu_to_latlon
     from robot_app.nav.vnm import VnmNavigator
 
     xy = np.array([[0.0, 2.5 * k] for k in range(9)])  # 20 m north, a node every 2.5 m
     lat, lon = enu_to_latlon(xy, anchor=(52.5148, 13.4643))
-    nav = VnmNavigator(SimpleNamespace(config=Config(), camera=None), SimpleNamespace(len_traj_pred=5, frame_rate_hz=4.0, dist_range_steps=(0.0, 20.0)),
-                       gps_navigator=SimpleNamespace(estimator=PoseEstimator()))
+    nav = VnmNavigator(Sensors(), None, SimpleNamespace(len_traj_pred=5, frame_rate_hz=4.0, dist_range_steps=(0.0, 20.0)),
+                       nav_options(Config()), gps_navigator=SimpleNamespace(estimator=PoseEstimator()))
     north = np.full(9, math.pi / 2)
     assert Config().vnm_nav.gps_after_lost_m == 10.0
     assert nav.plan_stretches(9, (lat, lon), north) == [("vnm", 0, 8)]

@@ -12,7 +12,7 @@ import utm
 from core.mapstore import open_map
 from core.tlog import LOG_FILE, read_log
 from robot_app.config import Config
-from robot_app.map_build import build_map, decode_jpeg
+from robot_app.mapping.map_build import build_map, decode_jpeg
 from robot_app.sim import record_exploration
 from robot_app.sim.world import load_world
 

@@ -13,14 +13,14 @@ import pytest
 
 from firmware_bridge.readings import GpsFix
 from firmware_bridge.sim.devices import SimulatedDevices
-from robot_app.config import Config
-from robot_app.map_build import decode_jpeg
+from robot_app.config import Config, nav_options
+from robot_app.mapping.map_build import decode_jpeg
 from robot_app.commands import Source
 from robot_app.service.app import App
 from robot_app.sim.camera import SimCamera, set_active_plant
 from robot_app.sim.plant import WorldPlant
 from robot_app.sim.world import load_world
-from robot_app.synthetic_logs import enu_to_latlon
+from robot_app.mapping.synthetic_logs import enu_to_latlon
 
 pytest.importorskip("pybullet")
 
@@ -87,7 +87,7 @@ def test_app_drives_the_world_plant_and_sees_it_through_the_sim_camera(tmp_path)
 
 
 def test_sim_camera_without_a_world_fails_clearly(tmp_path):
-    from robot_app.camera import CameraError
+    from robot_app.sensing.camera import CameraError
 
     set_active_plant(None)
     cam = SimCamera(Config().camera)
@@ -114,7 +114,8 @@ def test_gps_navigator_follows_a_walk_in_the_world(tmp_path):
             task = asyncio.ensure_future(app.run())
             try:
                 await app.base.wait_connected(10.0)
-                nav = GpsNavigator(app, max_v_mps=1.5, lookahead_m=1.5, goal_radius_m=0.6, timeout_s=40.0)
+                nav = GpsNavigator(app.sensors, app.commands, nav_options(app.config), max_v_mps=1.5, lookahead_m=1.5,
+                                   goal_radius_m=0.6, timeout_s=40.0)
                 return await nav.follow(lat, lon)
             finally:
                 app.request_stop()
@@ -160,11 +161,11 @@ def _follow_with_sim_vnm(tmp_path, world, jpegs, walk_latlon, headings, start):
             task = asyncio.ensure_future(app.run())
             try:
                 await app.base.wait_connected(10.0)
-                vnm = app.vnm_model()
-                gps = GpsNavigator(app)
+                vnm = app.registry.vnm()
+                gps = GpsNavigator(app.sensors, app.commands, nav_options(app.config))
                 # the sim's rules (robot_app.sim.SIM_VNM_NAV): no step is lost by its distance; with 26 this
                 # VNM, stepped at real time on a loaded machine, lost the last stretch now and then
-                nav = VnmNavigator(app, vnm, goal_confirm_steps=4, timeout_s=30.0, gps_navigator=gps,
+                nav = VnmNavigator(app.sensors, app.commands, vnm, nav_options(app.config), goal_confirm_steps=4, timeout_s=30.0, gps_navigator=gps,
                                    gps_at_turns_deg=0.0)
                 report = await nav.follow(jpegs, walk_latlon, headings)
             finally:
@@ -182,7 +183,7 @@ def test_vnm_navigator_hands_stretches_facing_away_to_gps(tmp_path):
     images facing the way) with the VNM, back over part of it (images facing away) with the GPS
     navigator, out again with the VNM, through the drivers and the world plant; it ends at the walk's
     last node."""
-    from robot_app.map_build import encode_jpeg
+    from robot_app.mapping.map_build import encode_jpeg
     from robot_app.sim.vnm_follow import route_nodes
 
     world = load_world("campus")
@@ -218,7 +219,7 @@ def test_vnm_navigator_drives_onto_a_walk_that_starts_away_from_the_robot(tmp_pa
     the walk's first node (beyond the off-walk guard's 10 m) and facing west gets the GPS approach leg to
     it, turns onto the walk, and the sim VNM drives the walk to its last node, through the drivers and
     the world plant."""
-    from robot_app.map_build import encode_jpeg
+    from robot_app.mapping.map_build import encode_jpeg
     from robot_app.sim.vnm_follow import route_nodes
 
     world = load_world("campus")

@@ -1,6 +1,6 @@
 """From a route instruction to (landmarks, (N, K) log-likelihoods) on a map.
 
-1. landmarks: :func:`robot_app.landmark_parsing.parse_instruction` (LLM when installed, else rules);
+1. landmarks: :func:`robot_app.route.landmark_parsing.parse_instruction` (LLM when installed, else rules);
 2. grounding: the CLIP text encoder embeds "This is a photo of <landmark>" (LM-Nav App. A) and
    :func:`core.grounding.landmark_log_likelihoods` scores every node's stored image embeddings.
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_app.planning import PlanningError
+from robot_app.route.planning import PlanningError
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ def parse_landmarks(text: str, *, config, parser: str | None = None, llm=None) -
     """
     if not text or not text.strip():
         raise PlanningError("--instruction: the instruction is empty")
-    from robot_app.landmark_parsing import parse_instruction
+    from robot_app.route.landmark_parsing import parse_instruction
 
     landmarks, used = parse_instruction(text, config=config, parser=parser, llm=llm)
     if not landmarks:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-JACKAL_DIR = Path(__file__).resolve().parent / "data" / "lasp" / "jackal"
+JACKAL_DIR = Path(__file__).resolve().parents[1] / "data" / "lasp" / "jackal"
 BATTERY_EMPTY_V, BATTERY_FULL_V = 23.0, 29.0  # Jackal 24 V lead/LiFePO4 pack, linear approximation
 
 
@@ -88,7 +88,7 @@ class RobotTaskEnvironment:
 
     def __init__(self, jobs: "TaskJobs", task, places: dict[str, int]):
         self.jobs = jobs
-        self.app = jobs.app
+        self.sensors = jobs.sensors
         self.task = task
         self.places = places
         self.state = task.initial_state()
@@ -115,7 +115,7 @@ class RobotTaskEnvironment:
                 return Outcome(False, step, f"The robot could not get from {describe_name(step.args[1])} to "
                                             f"{describe_name(step.args[2])}: {message}.")
         elif step.name == "inspect":
-            cam = self.app.camera
+            cam = self.sensors.camera
             if cam is not None and cam.latest is not None:
                 self.jobs.photos.append({"place": step.args[-1], "t_mono_s": cam.latest.t_mono_s})
         else:
@@ -140,9 +140,9 @@ class RobotTaskEnvironment:
     def value(self, name: str, args):
         from firmware_bridge.readings import BaseStatus
 
-        if name != "battery" or self.app.base is None:
+        if name != "battery" or self.sensors.base is None:
             return None
-        st = self.app.base.latest(BaseStatus, max_age_s=10.0)
+        st = self.sensors.base.latest(BaseStatus, max_age_s=10.0)
         if st is None:
             return None
         return round(100.0 * min(1.0, max(0.0, (st.battery_v - BATTERY_EMPTY_V) / (BATTERY_FULL_V - BATTERY_EMPTY_V))))
@@ -157,13 +157,19 @@ class RobotTaskEnvironment:
 
 
 class TaskJobs:
-    """One task job at a time; status, trace and the operator's pending question for the screen."""
+    """One task job at a time; status, trace and the operator's pending question for the screen.
+
+    ``config`` gives ``[mission]`` (places, task files), ``[lasp]`` and ``[llm]``; ``sensors``
+    (:class:`robot_app.interfaces.Sensors`) the camera (inspect steps) and the base (battery);
+    ``models`` the model registry (the LLM diagnoser when an LLM is installed); ``mission`` the route job
+    that drives the navigate steps (:class:`robot_app.jobs.mission.MissionExecutive`).
+    """
 
     route_timeout_s = 900.0
     question_timeout_s = 600.0
 
-    def __init__(self, app):
-        self.app = app
+    def __init__(self, config, sensors, models, mission):
+        self.config, self.sensors, self.models, self.mission = config, sensors, models, mission
         self.loop: asyncio.AbstractEventLoop | None = None
         self.state = "idle"          # idle, running, succeeded, failed, error
         self.message = ""
@@ -181,7 +187,7 @@ class TaskJobs:
 
     def places(self) -> dict[str, int]:
         out = {}
-        for entry in self.app.config.mission.places:
+        for entry in self.config.mission.places:
             name, _, node = entry.partition("=")
             try:
                 out[name.strip()] = int(node)
@@ -208,8 +214,8 @@ class TaskJobs:
         q.answered.set()
 
     async def route_to(self, node: int) -> tuple[str, str]:
-        mission = self.app.mission
-        from robot_app.mission import MissionError
+        mission = self.mission
+        from robot_app.jobs.mission import MissionError
 
         try:
             plan = await mission.plan_route(None, goal=node)
@@ -230,7 +236,7 @@ class TaskJobs:
             raise TaskError("a task is running: stop it first")
         if not isinstance(goal_pddl, str) or not goal_pddl.strip() or len(goal_pddl) > 2000:
             raise TaskError("the goal must be PDDL text of at most 2000 characters", bad_input=True)
-        mc = self.app.config.mission
+        mc = self.config.mission
         domain = Path(mc.task_domain) if mc.task_domain else JACKAL_DIR / "robot_domain.pddl"
         problem = Path(mc.task_problem) if mc.task_problem else JACKAL_DIR / "robot_patrol.pddl"
         try:
@@ -248,13 +254,13 @@ class TaskJobs:
     async def _run(self, task, places) -> None:
         from core.lasp.loop import LaspRun
 
-        from robot_app.lasp_setup import loop_config, make_similarity
+        from robot_app.jobs.lasp_setup import loop_config, make_similarity
 
         env = RobotTaskEnvironment(self, task, places)
         try:
             diagnoser = await asyncio.to_thread(self._diagnoser, make_similarity)
             t0 = time.monotonic()
-            self._run_obj = LaspRun(task, env, diagnoser, loop_config(self.app.config))
+            self._run_obj = LaspRun(task, env, diagnoser, loop_config(self.config))
             res = await asyncio.to_thread(self._run_obj.run)
             self.result = res.as_dict()
             self.pending_learned = list(res.learned)
@@ -269,17 +275,17 @@ class TaskJobs:
     def _diagnoser(self, make_similarity):
         from core.lasp.diagnosis import OfflineDiagnoser
 
-        sim, _ = make_similarity(self.app.config)
-        llm = self.app.shared_llm()
+        sim, _ = make_similarity(self.config)
+        llm = self.models.llm()
         if llm is not None:
             from models.lasp_llm import LlmDiagnoser
 
-            return LlmDiagnoser(llm, similarity=sim, max_tokens=self.app.config.lasp.llm_max_tokens,
-                                timeout_s=self.app.config.llm.timeout_s)
+            return LlmDiagnoser(llm, similarity=sim, max_tokens=self.config.lasp.llm_max_tokens,
+                                timeout_s=self.config.llm.timeout_s)
         return OfflineDiagnoser(sim)
 
     def knowledge_path(self) -> Path:
-        c = self.app.config
+        c = self.config
         return Path(c.lasp.knowledge_file) if c.lasp.knowledge_file else Path(c.paths.logs_dir).parent / "lasp-knowledge.pddl"
 
     def _load_knowledge(self, task) -> list:

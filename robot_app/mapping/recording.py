@@ -1,8 +1,8 @@
 """Record-a-map from the running app: a recording session and the map-build job.
 
-While recording, camera frames (subsampled to the VNM's rate by :class:`robot_app.recorder.Recorder`),
+While recording, camera frames (subsampled to the VNM's rate by :class:`robot_app.mapping.recorder.Recorder`),
 GPS fixes, IMU samples and the commanded velocity go into ``[paths] logs_dir/NAME``. Building runs
-:func:`robot_app.map_build.build_map` in a worker thread and writes ``[paths] maps_dir/NAME.sqlite``;
+:func:`robot_app.mapping.map_build.build_map` in a worker thread and writes ``[paths] maps_dir/NAME.sqlite``;
 the map named ``current`` is the one route jobs use by default. Names are plain words
 (``[A-Za-z0-9_-]``, at most 64): the operator never gives a path.
 """
@@ -39,8 +39,16 @@ def check_name(name) -> str:
 
 
 class RecordingService:
-    def __init__(self, app):
-        self.app = app
+    """Record-a-map (module docstring).
+
+    ``config`` gives ``[paths]``, ``[mapping]``, ``[camera]`` and ``[robot]``; ``sensors``
+    (:class:`robot_app.interfaces.Sensors`) the camera and the drivers whose readings are logged;
+    ``commands`` (the command multiplexer) the commanded velocity; ``mission`` (or None) the route job, so
+    that the map a route is driving on is not rebuilt under it.
+    """
+
+    def __init__(self, config, sensors, commands, mission=None):
+        self.config, self.sensors, self.commands, self.mission = config, sensors, commands, mission
         self.recorder = None
         self.name: str | None = None
         self.build_state = "idle"       # idle, building, done, failed
@@ -51,19 +59,19 @@ class RecordingService:
 
     @property
     def logs_dir(self) -> Path:
-        return Path(self.app.config.paths.logs_dir)
+        return Path(self.config.paths.logs_dir)
 
     @property
     def maps_dir(self) -> Path:
-        return Path(self.app.config.paths.maps_dir)
+        return Path(self.config.paths.maps_dir)
 
     async def start(self, name: str) -> None:
-        from robot_app.recorder import Recorder
+        from robot_app.mapping.recorder import Recorder
 
         check_name(name)
         if self.recorder is not None:
             raise RecordingError(f"already recording {self.name!r}: stop it first")
-        if self.app.camera is None:
+        if self.sensors.camera is None:
             raise RecordingError("no camera ([camera] source is 'none'): a drive without images cannot make a map")
         if name == "runs":
             raise RecordingError("'runs' is where route runs are recorded: choose another name", bad_input=True)
@@ -71,13 +79,13 @@ class RecordingService:
         if folder.exists():
             raise RecordingError(f"a drive named {name!r} exists already: choose another name")
         try:
-            self.recorder = Recorder(folder, frame_rate_hz=self.app.config.mapping.frame_rate_hz,
-                                     metadata={"camera": self.app.config.camera.source})
+            self.recorder = Recorder(folder, frame_rate_hz=self.config.mapping.frame_rate_hz,
+                                     metadata={"camera": self.config.camera.source})
         except Exception as exc:  # noqa: BLE001 - e.g. read-only disk: tell the operator
             raise RecordingError(f"cannot record into {folder}: {exc}") from exc
         self.name = name
-        if self.app.camera is not None:
-            self.app.camera.subscribe(self._on_frame)
+        if self.sensors.camera is not None:
+            self.sensors.camera.subscribe(self._on_frame)
         self._task = asyncio.ensure_future(self._pump())
         log.info("recording into %s", folder)
 
@@ -95,7 +103,7 @@ class RecordingService:
         from firmware_bridge.readings import GpsFix, GpsNoFix, ImuReading, WheelFeedback
 
         merged: asyncio.Queue = asyncio.Queue(maxsize=1024)
-        sources = [(self.app.gps, (GpsFix, GpsNoFix)), (self.app.imu, (ImuReading,)), (self.app.base, (WheelFeedback,))]
+        sources = [(self.sensors.gps, (GpsFix, GpsNoFix)), (self.sensors.imu, (ImuReading,)), (self.sensors.base, (WheelFeedback,))]
         forwarders = []
         for drv, kinds in sources:
             if drv is None:
@@ -109,7 +117,7 @@ class RecordingService:
                         merged.get_nowait()
                     merged.put_nowait(item)
             forwarders.append(asyncio.ensure_future(forward()))
-        robot = self.app.config.robot
+        robot = self.config.robot
         x = y = yaw = 0.0
         last_odom_t = None
         last_cmd = 0.0
@@ -143,7 +151,7 @@ class RecordingService:
                     rec.on_odom(r.t_mono_s, x, y, yaw, v, w)
                 now = time.monotonic()
                 if now - last_cmd >= 0.1:
-                    cmd = self.app.command
+                    cmd = self.commands.current
                     rec.on_cmd(now, cmd.v_mps, cmd.omega_radps)
                     last_cmd = now
         finally:
@@ -154,8 +162,8 @@ class RecordingService:
     async def stop(self) -> dict:
         if self.recorder is None:
             raise RecordingError("not recording")
-        if self.app.camera is not None:
-            self.app.camera.unsubscribe(self._on_frame)
+        if self.sensors.camera is not None:
+            self.sensors.camera.unsubscribe(self._on_frame)
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -175,18 +183,19 @@ class RecordingService:
             raise RecordingError(f"no recorded drive named {', '.join(missing)}", bad_input=True)
         if self.build_state == "building":
             raise RecordingError("a map is being built already")
-        if self.app.mission.state == "running" and (self.maps_dir / f"{name}.sqlite") == self.app.mission.map_path():
+        mission = self.mission
+        if mission is not None and mission.state == "running" and (self.maps_dir / f"{name}.sqlite") == mission.map_path():
             raise RecordingError(f"a route is driving on map {name!r}: stop it before rebuilding the map")
         self.build_state, self.build_message, self.build_report = "building", f"building map {name!r}", None
         self._build_task = asyncio.ensure_future(self._build(folders, name))
 
     async def _build(self, folders, name: str) -> None:
-        from robot_app.map_build import build_map
+        from robot_app.mapping.map_build import build_map
 
         out = self.maps_dir / f"{name}.sqlite"
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
-            rep = await asyncio.to_thread(build_map, folders, out, config=self.app.config, overwrite=True)
+            rep = await asyncio.to_thread(build_map, folders, out, config=self.config, overwrite=True)
             self.build_report = rep.as_dict()
             self.build_state = "done"
             self.build_message = f"map {name!r}: {rep.nodes} nodes, {rep.components} component(s)"

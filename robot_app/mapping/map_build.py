@@ -64,7 +64,7 @@ class BuildReport:
 
 
 # how node headings are made (core.graph_build.track_headings); maps without it have headings from
-# consecutive fixes, too noisy for the VNM navigator's GPS stretches (robot_app.mission ignores them)
+# consecutive fixes, too noisy for the VNM navigator's GPS stretches (robot_app.jobs.mission ignores them)
 HEADINGS_METHOD = "gps-track-3"
 
 
@@ -349,10 +349,10 @@ def _write_images(writer, logs, nodes: BuildNodes, clip, *, progress: bool, batc
 
     Without rectification and with one crop, CLIP embeds the raw frame (its own preprocessing takes the
     centre square) and the embedding sits on the raw image. Otherwise the CLIP views of
-    :func:`robot_app.image_prep.clip_views` (crops of the rectified frame) are stored as extra images
+    :func:`robot_app.mapping.image_prep.clip_views` (crops of the rectified frame) are stored as extra images
     of the node (``camera = "front/clip-crop-K"``), each with its embedding; the raw frame is kept as is.
     """
-    from robot_app.image_prep import clip_views
+    from robot_app.mapping.image_prep import clip_views
 
     plain = camera is None or (not camera.fisheye_k and camera.clip_crops == 1)
     n = nodes.t_s.size

@@ -382,21 +382,24 @@ def load_mag_calibration(path: str) -> MagCalibration | None:
 
 
 class EstimatorComponent:
-    """Supervised component: readings of every driver -> :class:`StateEstimator` -> ``app.pose``.
+    """Supervised component: readings of every driver -> :class:`StateEstimator` -> ``sensors.pose``.
 
-    ``app.pose`` becomes None while no GPS fix arrived for ``[estimation] max_gps_age_s``.
+    ``config`` gives ``[estimation]``, ``[robot]`` and ``[serial]`` (which driver the IMU and GPS come from);
+    ``drivers`` maps "base" / "gps" / "imu" to the running drivers; ``sensors``
+    (:class:`robot_app.interfaces.Sensors`) gets the pose, None while no GPS fix arrived for
+    ``[estimation] max_gps_age_s``.
     """
 
     name = "estimation"
 
-    def __init__(self, app):
-        self.app = app
+    def __init__(self, config, drivers, sensors):
+        self.config, self.drivers, self.sensors = config, drivers, sensors
         self.estimator: StateEstimator | None = None
 
     async def run(self) -> None:
         from firmware_bridge.readings import GpsFix, ImuReading, WheelFeedback
 
-        cfg = self.app.config
+        cfg = self.config
         def build() -> StateEstimator:  # in a worker thread: importing filterpy (scipy) takes seconds on a Jetson
             return StateEstimator(cfg.estimation, cfg.robot,
                                   mag_calibration=load_mag_calibration(cfg.estimation.mag_calibration_file))
@@ -420,9 +423,9 @@ class EstimatorComponent:
                 pose = est.pose()
                 if pose is not None and time.monotonic() - pose.gps_t_mono_s > cfg.estimation.max_gps_age_s:
                     pose = None
-                self.app.pose = pose
+                self.sensors.pose = pose
         finally:
-            self.app.pose = None
+            self.sensors.pose = None
             for p in pumps:
                 p.cancel()
             await asyncio.gather(*pumps, return_exceptions=True)
@@ -432,7 +435,7 @@ class EstimatorComponent:
     def _sources(self, imu_kind, wheel_kind, gps_kind) -> list:
         """(driver, reading kinds) to subscribe: the IMU and GPS only from the configured source (with a
         Microstrain on its own port the MCU's own IMU stream must not reach the same AHRS)."""
-        serial, drivers = self.app.config.serial, self.app.drivers
+        serial, drivers = self.config.serial, self.drivers
         out = []
         base = drivers.get("base")
         if base is not None:

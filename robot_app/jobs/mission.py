@@ -22,6 +22,7 @@ import numpy as np
 
 from firmware_bridge.readings import GpsFix
 from robot_app.commands import Source
+from robot_app.config import nav_options
 from robot_app.nav.policy import FAILED, Outcome
 from robot_app.nav.gps import GpsNavigator
 from robot_app.nav.vnm import VnmNavigator
@@ -89,8 +90,32 @@ class MissionError(ValueError):
 
 
 class MissionExecutive:
-    def __init__(self, app):
-        self.app = app
+    """The route job (module docstring).
+
+    Parameters
+    ----------
+    config : robot_app.config.Config
+        ``[mission]``, ``[planner]``, ``[paths]``, ``[serial]`` and, through
+        :func:`robot_app.config.nav_options`, the navigation policy's options.
+    sensors : robot_app.interfaces.Sensors
+        The base (connected, e-stop latch), the GPS fixes, the camera.
+    commands : robot_app.commands.CommandMux
+        The command multiplexer: STOP latches there, the navigators write the autonomy slot.
+    models
+        The model registry (:class:`robot_app.service.models.ModelRegistry`: ``llm()``, ``clip()``,
+        ``vnm()``, each a runtime or None).
+    safety
+        Gets the map's geofence when a plan is made (:meth:`robot_app.sensing.safety.SafetyMonitor.set_geofence`).
+    fault
+        ``() -> fault or None``: the safety fault now (a route does not start during one).
+
+    ``on_stop`` holds callables run on operator STOP (the app adds the task jobs' stop).
+    """
+
+    def __init__(self, config, sensors, commands, models, *, safety=None, fault=lambda: None):
+        self.config, self.sensors, self.commands, self.models = config, sensors, commands, models
+        self.safety, self.fault = safety, fault
+        self.on_stop: list = []
         self.state = MissionState.IDLE
         self.message = ""
         self.plan: dict[str, Any] | None = None
@@ -101,12 +126,12 @@ class MissionExecutive:
         self._walk_latlon: tuple | None = None
         self._walk_jpegs: list = []
         self._walk_heading = None  # (K,) the map's node headings along the walk (VNM stretches facing away go to GPS)
-        self.max_replans = int(app.config.mission.max_replans)
+        self.max_replans = int(config.mission.max_replans)
         self.map_zone: tuple | None = None  # UTM zone of the route map, once it has been opened
 
     # -- map ------------------------------------------------------------------------------------------
     def map_path(self) -> Path:
-        cfg = self.app.config
+        cfg = self.config
         return Path(cfg.mission.map_file) if cfg.mission.map_file else Path(cfg.paths.maps_dir) / "current.sqlite"
 
     def open_map(self):
@@ -130,8 +155,8 @@ class MissionExecutive:
             return start
         from firmware_bridge.readings import GpsFix
 
-        gps = self.app.gps
-        fix = gps.latest(GpsFix, max_age_s=self.app.config.serial.gps_max_age_s) if gps is not None else None
+        gps = self.sensors.gps
+        fix = gps.latest(GpsFix, max_age_s=self.config.serial.gps_max_age_s) if gps is not None else None
         if fix is None:
             raise MissionError("no GPS fix: pick the start node on the map")
         import utm
@@ -141,7 +166,7 @@ class MissionExecutive:
                                       force_zone_letter=band)
         d = np.hypot(topomap.nodes.easting_m - e, topomap.nodes.northing_m - nn)
         best = int(np.argmin(d))
-        if d[best] > self.app.config.mission.start_max_distance_m:
+        if d[best] > self.config.mission.start_max_distance_m:
             raise MissionError(f"the robot is {d[best]:.0f} m from the nearest map node: drive onto the map or "
                                "pick the start node")
         # the GPS prior gives the candidates; the camera picks among them (GPS error is metres)
@@ -154,15 +179,15 @@ class MissionExecutive:
         """The candidate node the current camera frame matches best: the smallest VNM temporal distance
         when a VNM is installed, else the highest CLIP image-image cosine; None without a camera frame or
         models (the GPS-nearest node is used then)."""
-        cam = self.app.camera
+        cam = self.sensors.camera
         frame = cam.latest if cam is not None else None
         if frame is None:
             return None
-        from robot_app.map_build import decode_jpeg
+        from robot_app.mapping.map_build import decode_jpeg
 
         try:
             rgb = decode_jpeg(frame.jpeg)
-            vnm = self.app.vnm_model()
+            vnm = self.models.vnm()
             if vnm is not None:
                 imgs = [(topomap.images(int(v)) or [None])[0] for v in candidates]
                 keep = [i for i, j in enumerate(imgs) if j is not None]
@@ -172,7 +197,7 @@ class MissionExecutive:
                 goals = vnm.preprocess_many([decode_jpeg(imgs[i]) for i in keep])
                 dist = vnm.predict(ctx, goals).dist_steps
                 return int(candidates[keep[int(np.argmin(dist))]])
-            clip = self.app.clip_model()
+            clip = self.models.clip()
             if clip is not None:
                 emb, node = topomap.embeddings(clip.model_id)
                 mask = np.isin(node, candidates)
@@ -186,8 +211,8 @@ class MissionExecutive:
         return None
 
     def _plan_blocking(self, instruction: str | None, start: int | None, goal: int | None = None) -> dict:
-        from robot_app.grounding_service import ground_instruction
-        from robot_app.planning import PlanningError, plan_on_map
+        from robot_app.route.grounding_service import ground_instruction
+        from robot_app.route.planning import PlanningError, plan_on_map
 
         with self.open_map() as m:
             s = self._start_node(m, start)
@@ -200,17 +225,18 @@ class MissionExecutive:
                     logp[goal, 0] = 0.0
                     landmarks, info = [f"node {goal}"], None
                 else:
-                    landmarks, logp, info = ground_instruction(instruction, m, config=self.app.config,
-                                                               llm=self.app.shared_llm())
-                planned = plan_on_map(m, landmarks, logp, start=s, alpha=self.app.config.planner.alpha,
-                                      planner=self.app.config.planner.planner)
+                    landmarks, logp, info = ground_instruction(instruction, m, config=self.config,
+                                                               llm=self.models.llm())
+                planned = plan_on_map(m, landmarks, logp, start=s, alpha=self.config.planner.alpha,
+                                      planner=self.config.planner.planner)
             except PlanningError as exc:
                 raise MissionError(str(exc)) from exc
             out = planned.describe(m)
             out.update(grounding=info, start=s, instruction=instruction, id=secrets.token_hex(16),
                        start_localisation=self._start_info)
             walk = planned.result.nodes
-            self.app.safety.set_geofence(m.nodes.lat_deg, m.nodes.lon_deg)
+            if self.safety is not None:
+                self.safety.set_geofence(m.nodes.lat_deg, m.nodes.lon_deg)
             self._walk_latlon = (m.nodes.lat_deg[walk].copy(), m.nodes.lon_deg[walk].copy())
             self._walk_heading = self._headings(m, walk)
             self._walk_jpegs = [(m.images(int(v)) or [None])[0] for v in walk]
@@ -242,19 +268,21 @@ class MissionExecutive:
         """Drive the confirmed plan ``plan_id`` (its random 128-bit id: single use, a plan is driven once)."""
         if self.plan is None or self.state != "confirm" or plan_id != self.plan["id"]:
             raise MissionError("nothing to confirm: plan a route first")
-        base = self.app.base
+        base = self.sensors.base
         if base is None or not base.connected:
             raise MissionError("the robot base is not connected")
         if base.estop_latched:
             raise MissionError("the e-stop is latched: release it first")
-        if self.app.fault is not None:
-            raise MissionError(f"cannot drive: {self.app.fault.message}")
-        vnm = self.app.vnm_model() if self.app.camera is not None else None
+        fault = self.fault()
+        if fault is not None:
+            raise MissionError(f"cannot drive: {fault.message}")
+        vnm = self.models.vnm() if self.sensors.camera is not None else None
         # the policy's options: robot_app.config.nav_options ([vnm_nav], [mission] caps and radii, [robot])
-        gps = GpsNavigator(self.app)
+        opts = nav_options(self.config)
+        gps = GpsNavigator(self.sensors, self.commands, opts)
         if vnm is not None and all(j is not None for j in self._walk_jpegs):
             # stretches whose node images face away from the walk go to GPS (the policy's stretches)
-            nav = VnmNavigator(self.app, vnm, gps_navigator=gps)
+            nav = VnmNavigator(self.sensors, self.commands, vnm, opts, gps_navigator=gps)
             args, mode = self._vnm_args(), "vnm"
         else:
             nav, args, mode = gps, self._walk_latlon, "gps"
@@ -286,7 +314,7 @@ class MissionExecutive:
                     report = await nav.follow(*walk)
                 else:  # the VNM failed where the new walk starts: GPS drives its first metres
                     lost = report.outcome in (Outcome.LOST.value, Outcome.OFF_WALK.value)
-                    after_lost = self.app.config.vnm_nav.gps_after_lost_m if lost else 0.0
+                    after_lost = self.config.vnm_nav.gps_after_lost_m if lost else 0.0
                     report = await nav.follow(*self._vnm_args(), gps_first_m=after_lost)
             if report.outcome in FAILED_OUTCOMES and report.outcome not in DISENGAGING:
                 self.disengagements += 1  # a loss the re-plans did not recover: the operator takes over
@@ -307,8 +335,8 @@ class MissionExecutive:
         where (walk index, fix), when and why, into the progress (and so the run record). A stuck, collided
         or timed-out walk always counts as a disengagement; a loss counts only when the re-plans do not
         recover it (counted at the end of the route)."""
-        gps = getattr(self.app, "gps", None)
-        fix = gps.latest(GpsFix, max_age_s=self.app.config.serial.gps_max_age_s) if gps is not None else None
+        gps = self.sensors.gps
+        fix = gps.latest(GpsFix, max_age_s=self.config.serial.gps_max_age_s) if gps is not None else None
         entry = {"outcome": report.outcome, "why": report.why, "walk_index": int(report.final_index),
                  "distance_to_goal_m": float(report.distance_to_goal_m),
                  "t_s": time.monotonic() - self.progress.get("started_mono_s", time.monotonic()),
@@ -323,9 +351,9 @@ class MissionExecutive:
     @staticmethod
     def _headings(m, walk):
         """The map's node headings along ``walk``, or None for a map built before they came from the
-        smoothed GPS track (robot_app.map_build.HEADINGS_METHOD): those are too noisy to tell which
+        smoothed GPS track (robot_app.mapping.map_build.HEADINGS_METHOD): those are too noisy to tell which
         stretches run against the recorded direction, so the VNM then drives the whole walk."""
-        from robot_app.map_build import HEADINGS_METHOD
+        from robot_app.mapping.map_build import HEADINGS_METHOD
 
         if (m.metadata.get("build") or {}).get("node_headings") != HEADINGS_METHOD:
             log.warning("map: node headings from consecutive GPS fixes (built before %s headings); the VNM drives "
@@ -345,9 +373,9 @@ class MissionExecutive:
         Returns the walk's (lat_deg, lon_deg) arrays and updates the stored walk images. Raises
         :class:`MissionError` without a fix near the map or when the targets cannot be reached.
         """
-        from robot_app.planning import PLANNERS
+        from robot_app.route.planning import PLANNERS
 
-        planner = self.app.config.planner
+        planner = self.config.planner
         with self.open_map() as m:
             start = self._start_node(m, None)
             logp = np.full((len(m.nodes), len(targets)), -np.inf)
@@ -368,7 +396,7 @@ class MissionExecutive:
         import json
         import os
 
-        runs = Path(self.app.config.paths.logs_dir) / "runs"
+        runs = Path(self.config.paths.logs_dir) / "runs"
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         record = {"utc": stamp, "plan": self.plan, "mode": self.progress.get("mode"),
                   "outcome": self.state, "message": self.message, "disengagements": disengagements,
@@ -387,13 +415,12 @@ class MissionExecutive:
 
     def stop(self, reason: str = "operator STOP") -> None:
         """Latch the base e-stop, end any run; effective at the next drive tick (20 ms at 50 Hz)."""
-        self.app.commands.latch_stop(reason)
-        self.app.commands.release(Source.AUTONOMY)
-        if self.app.base is not None:
-            self.app.base.estop(reason)
-        tasks = getattr(self.app, "tasks", None)
-        if tasks is not None:
-            tasks.stop()
+        self.commands.latch_stop(reason)
+        self.commands.release(Source.AUTONOMY)
+        if self.sensors.base is not None:
+            self.sensors.base.estop(reason)
+        for hook in self.on_stop:
+            hook()
         if self._nav_task is not None and not self._nav_task.done():
             self.disengagements += 1
             self._nav_task.cancel()
@@ -401,21 +428,21 @@ class MissionExecutive:
 
     def abort(self, reason: str) -> None:
         """End a running route without latching the e-stop (a safety fault; commands go to zero)."""
-        self.app.commands.release(Source.AUTONOMY)
+        self.commands.release(Source.AUTONOMY)
         if self._nav_task is not None and not self._nav_task.done():
             self._nav_task.cancel()
             self.state, self.message = MissionState.STOPPED, reason
 
     def release_stop(self) -> None:
         """Release the STOP: the base's e-stop latch, then the command multiplexer's STOP slot."""
-        if self.app.base is None:
-            self.app.commands.release_stop()
+        if self.sensors.base is None:
+            self.commands.release_stop()
             raise MissionError("no robot base")
         try:
-            self.app.base.reset_estop()
+            self.sensors.base.reset_estop()
         except Exception as exc:  # noqa: BLE001 - e.g. the hardware stop loop still open
             raise MissionError(str(exc)) from exc
-        self.app.commands.release_stop()
+        self.commands.release_stop()
         self.state, self.message = MissionState.IDLE, "e-stop released"
 
     async def close(self) -> None:

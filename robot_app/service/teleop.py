@@ -21,7 +21,6 @@ import asyncio
 import logging
 import math
 import os
-import time
 from dataclasses import dataclass
 
 from robot_app.commands import Source
@@ -129,12 +128,17 @@ def open_gamepad(path: str):
 
 
 class TeleopComponent:
-    """Supervised component (``teleop``): reads the pad, drives the app's teleop command slot while the deadman is held."""
+    """Supervised component (``teleop``): reads the pad, drives the teleop command slot while the deadman is held.
+
+    ``config`` gives ``[teleop]`` and ``[robot]``; ``commands`` is the command multiplexer; ``mission``
+    (:class:`robot_app.jobs.mission.MissionExecutive`, or None) is the route job a deadman press takes over
+    from (counted as a disengagement).
+    """
 
     name = "teleop"
 
-    def __init__(self, app):
-        self.app = app
+    def __init__(self, config, commands, mission=None):
+        self.config, self.commands, self.mission = config, commands, mission
         self.mapper: GamepadMapper | None = None
         self.engaged = False
         self.takeovers = 0
@@ -149,21 +153,20 @@ class TeleopComponent:
         """Renew the teleop slot while the deadman is held; release it when the deadman is released (the
         control loop then cuts the base to zero on its next tick, unless autonomy is live)."""
         cmd = self.mapper.command()
-        now = time.monotonic()
         if cmd.active:
-            mission = getattr(self.app, "mission", None)
+            mission = self.mission
             if not self.engaged or (mission is not None and mission.state == "running"):
                 # first press, or a route was started (Go) while the deadman is held: the pad wins
                 self.engaged = True
                 self._take_over()
-            self.app.commands.submit(Source.TELEOP, cmd.v_mps, cmd.omega_radps, sender="gamepad")
+            self.commands.submit(Source.TELEOP, cmd.v_mps, cmd.omega_radps, sender="gamepad")
         elif self.engaged:
             self.engaged = False
-            self.app.commands.release(Source.TELEOP)
+            self.commands.release(Source.TELEOP)
             log.info("teleop: deadman released, robot stopped")
 
     def _take_over(self) -> None:
-        mission = getattr(self.app, "mission", None)
+        mission = self.mission
         if mission is not None and mission.state == "running":
             mission.abort("operator took over (gamepad)")
             if mission.state == "running":  # nothing was driving after all: no disengagement to count
@@ -180,7 +183,7 @@ class TeleopComponent:
             self.mapper.release_all()
         if self.engaged:
             self.engaged = False
-            self.app.commands.release(Source.TELEOP)
+            self.commands.release(Source.TELEOP)
 
     @staticmethod
     async def _wait_for_device(path: str) -> None:
@@ -200,7 +203,7 @@ class TeleopComponent:
             await asyncio.sleep(PAD_POLL_S)  # the node may linger a moment after an unplug
 
     async def _session(self) -> None:
-        cfg = self.app.config
+        cfg = self.config
         await self._wait_for_device(cfg.teleop.device)
         dev, ranges = await asyncio.to_thread(open_gamepad, cfg.teleop.device)
         log.info("teleop: %s (%s)", dev.path, dev.name)
