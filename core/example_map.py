@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.grounding import log_likelihoods
 from core.synthetic import METRES_PER_STEP
 
 #: WGS-84 anchor of the example (an open field; any location works)
@@ -89,8 +90,6 @@ def example_scores(example: ExampleMap, landmarks: list[str], *, seed: int = 0) 
     KeyError
         For a landmark that the example does not contain (names the ones it has).
     """
-    from core.grounding import log_likelihoods
-
     rng = np.random.default_rng(seed)
     n = example.xy_m.shape[0]
     sim = np.empty((n, len(landmarks)))

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core import _search_kernels as kern
+
 log = logging.getLogger(__name__)
 
 DEFAULT_ALPHA = 0.005
@@ -103,7 +105,6 @@ def _checked_graph(indptr, indices, weights) -> tuple[tuple[np.ndarray, np.ndarr
             raise ValueError(f"{name}: expected an integer dtype, got {arr.dtype}")
     if not np.issubdtype(weights.dtype, np.floating) and not np.issubdtype(weights.dtype, np.integer):
         raise ValueError(f"weights: expected a numeric dtype, got {weights.dtype}")
-    from core import _search_kernels as kern
 
     indptr = indptr.astype(np.int64, copy=False)
     indices = indices.astype(np.int64, copy=False)
@@ -159,8 +160,6 @@ def walk_length(nodes: np.ndarray, indptr, indices, weights) -> float:
     ValueError
         If two consecutive nodes are not joined by an edge.
     """
-    from core import _search_kernels as kern
-
     nodes = np.ascontiguousarray(nodes, dtype=np.int64)
     indptr, indices = np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(indices, dtype=np.int64)
     weights = np.ascontiguousarray(weights)
@@ -223,8 +222,6 @@ def plan_walk(indptr, indices, weights, landmark_logp, start, *, alpha: float = 
         Naming the argument: bad shapes or dtypes, NaN, +inf, negative weights, start out of range,
         alpha negative or not finite.
     """
-    from core import _search_kernels as kern
-
     (indptr, indices, weights, logp, start, alpha), stats = _validate_request_stats(
         indptr, indices, weights, landmark_logp, start, alpha)
     k = logp.shape[1]

@@ -17,8 +17,12 @@ import time
 from pathlib import Path
 
 from firmware_bridge import ros1
+from firmware_bridge.base import JackalBase
+from firmware_bridge.errors import BridgeError
+from firmware_bridge.gps import NmeaGps
 from firmware_bridge.nmea import NmeaDecoder
 from firmware_bridge.rosserial import FrameDecoder, encode_frame
+from firmware_bridge.sim.devices import SimulatedDevices
 
 __all__ = ["decoder_throughput", "drive_link_bench", "percentile"]
 
@@ -73,10 +77,6 @@ async def drive_link_bench(robot, *, seconds: float = 5.0, separate_process: boo
     BridgeError
         If the simulator or the drivers do not come up.
     """
-    from firmware_bridge.base import JackalBase
-    from firmware_bridge.gps import NmeaGps
-    from firmware_bridge.sim.devices import SimulatedDevices
-
     if not 0 < seconds <= 120:
         raise ValueError(f"seconds must be in (0, 120], got {seconds}")
     with tempfile.TemporaryDirectory() as d:
@@ -128,8 +128,6 @@ async def drive_link_bench(robot, *, seconds: float = 5.0, separate_process: boo
 @contextlib.asynccontextmanager
 async def _sim_process(directory: Path, drive_file: Path, duration_s: float):
     """``robot-app sim devices`` in a child process; yields its port names."""
-    from firmware_bridge.errors import BridgeError
-
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "robot_app", "sim", "devices", "--dir", str(directory), "--json", "--no-imu",
         "--duration", str(duration_s), "--drive-log", str(drive_file),

@@ -16,6 +16,7 @@ import logging
 import time
 from typing import Any
 
+from firmware_bridge import loopback
 from firmware_bridge.errors import BridgeError, BridgeTimeout, DeviceNotFound, LinkLost
 
 log = logging.getLogger(__name__)
@@ -248,7 +249,6 @@ class SerialDriver:
         loop = asyncio.get_running_loop()
         proto = _Protocol(self)
         if self.port.startswith("inproc://"):  # in-process simulator (firmware_bridge.loopback)
-            from firmware_bridge import loopback
 
             self._transport, self._proto = loopback.connect(self.port, proto), proto
             return proto

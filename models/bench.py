@@ -23,6 +23,7 @@ from typing import Callable
 
 import numpy as np
 
+from models import clip, text_embed, vnm
 from models.clip_preprocess import preprocess_images
 from models.onnx_common import CPU, choose_providers
 from models.sidecar import ModelError
@@ -51,8 +52,6 @@ def run(models_dir: str | os.PathLike, *, config=None, repeats: int = 20, goals:
     ``threads`` overrides ``[models] intra_op_threads`` (and torch's thread count for the comparison).
     """
     import onnxruntime as ort
-
-    from models import clip, text_embed, vnm
 
     mc = getattr(config, "models", config)
     if threads is not None:  # ModelsConfig is frozen: a copy with the thread count changed

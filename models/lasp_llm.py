@@ -30,8 +30,9 @@ import numpy as np
 
 from core.lasp.diagnosis import Candidate, DiagnosisContext, unknown_objects
 from core.lasp.model import describe_name
-from core.lasp.sexpr import PddlSyntaxError, fnode_text, parse_sexpr
+from core.lasp.sexpr import PddlSyntaxError, fnode_text, parse_sexpr, to_text
 from core.lasp.similarity import Similarity, check_similarity_output, lexical_similarity
+from models.llm import LlmError
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,6 @@ def check_pddl_answer(text: str, arities: dict, params: Sequence[str]) -> str:
         for a in x[1:]:
             walk(a)
     walk(e)
-    from core.lasp.sexpr import to_text
 
     return to_text(e)
 
@@ -290,8 +290,6 @@ class LlmDiagnoser:
         return out
 
     def _ask(self, role: str, prompt: str, grammar: str, max_tokens: int | None = None) -> str | None:
-        from models.llm import LlmError
-
         self.llm_calls += 1
         try:
             answer = self.llm.complete(prompt, grammar=grammar, max_tokens=max_tokens or self.max_tokens,

@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from robot_app.nav.policy import NavOptions
+from robot_app.nav.walk_following import WalkRules
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on the robot's Python 3.10
@@ -530,9 +533,6 @@ def nav_options(cfg: Config):
     ``[mission]`` (speed cap, GPS lookahead and goal radius, the start's distance), ``[robot]`` (limits),
     ``[models] vnm_max_v_mps`` (the VNM waypoints' scale) and ``[serial] gps_max_age_s``."""
     import math
-
-    from robot_app.nav.policy import NavOptions
-    from robot_app.nav.walk_following import WalkRules
 
     nav, mc, rc = cfg.vnm_nav, cfg.mission, cfg.robot
     rules = WalkRules(window=nav.window, close_steps=nav.close_steps, lost_steps=nav.lost_steps or None,

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from core.lasp.diagnosis import OfflineDiagnoser
 from core.lasp.environment import SimulatedEnvironment
-from core.lasp.loop import LoopConfig, run_lasp
+from core.lasp.loop import LaspRun, LoopConfig, run_lasp
 from core.lasp.model import Task
+from core.lasp.planner import solve
 
 log = logging.getLogger(__name__)
 
@@ -145,10 +147,6 @@ def run_bench(cases: dict, *, repeats: int = 5, config: LoopConfig | None = None
         with medians over the repeats (milliseconds).
     """
     import statistics
-
-    from core.lasp.diagnosis import OfflineDiagnoser
-    from core.lasp.loop import LaspRun
-    from core.lasp.planner import solve
 
     config = config or LoopConfig()
     out = {}

@@ -21,7 +21,9 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from core.lasp.environment import SimulatedEnvironment
 from core.lasp.model import GroundAction, State, Task, describe_name
+from core.lasp.sexpr import build_fnode, parse_sexpr
 from core.lasp.similarity import Similarity, check_similarity_output, lexical_similarity
 
 log = logging.getLogger(__name__)
@@ -78,8 +80,6 @@ class BeliefSensing:
     ``robot-app lasp diagnose`` without ``--env-domain``)."""
 
     def __init__(self, task: Task, state: State):
-        from core.lasp.environment import SimulatedEnvironment
-
         self._env = SimulatedEnvironment(task)
         self._env.state = state
 
@@ -247,7 +247,6 @@ def consistent_with_history(task: Task, cand: Candidate, history: Sequence) -> b
     execution of the same action: a true precondition held every time the action succeeded."""
     if cand.new_properties:
         return True
-    from core.lasp.sexpr import build_fnode, parse_sexpr
 
     action = task.action(cand.action)
     node = build_fnode(parse_sexpr(cand.pddl), task.problem, {p.name: p for p in action.parameters})
@@ -333,8 +332,6 @@ class OfflineDiagnoser:
         pairs = {}
         for c in cands:
             if c.pddl.startswith("(<= "):
-                from core.lasp.sexpr import parse_sexpr
-
                 e = parse_sexpr(c.pddl)
                 pairs[c.pddl] = (e[1][0], e[2][0])
         names = sorted({n for pr in pairs.values() for n in pr})

@@ -20,7 +20,7 @@ import itertools
 import logging
 from dataclasses import dataclass, field
 
-from core.lasp.model import Task
+from core.lasp.model import State, Task
 from core.lasp.sexpr import PddlSyntaxError, fluent_names, parse_many, parse_sexpr, to_text
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,6 @@ def add_object(task: Task, sensing, name: str) -> LearnedObject:
             if v is not None and v is not False:
                 pending[(f.name, objs)] = v
     values.update(pending)
-    from core.lasp.model import State
 
     task.set_initial_state(State(values))
     return LearnedObject(name, type_name, values)
@@ -249,8 +248,6 @@ def apply_edits(task: Task, edits, *, sensing=None) -> list:
     knowledge learned on one task can be loaded into another. With ``sensing``, a learned property
     gets the environment's current values (stored values only where the environment has none).
     """
-    from core.lasp.model import State
-
     applied = []
     for e in edits:
         try:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from models.onnx_common import MAX_IR_VERSION, OPSET
+from models.sidecar import sidecar_path
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +114,6 @@ def clear_sidecars(out_dir: str | os.PathLike, files) -> None:
     A failed export then leaves model files without a sidecar (refused as missing) rather than a new
     file next to an old sidecar (refused as tampered, a misleading message).
     """
-    from models.sidecar import sidecar_path
-
     for name in files:
         sidecar_path(Path(out_dir) / name).unlink(missing_ok=True)
 

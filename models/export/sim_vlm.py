@@ -30,8 +30,18 @@ from pathlib import Path
 
 import numpy as np
 
-from models.export.common import (ExportError, assert_close, assert_varies, clear_sidecars, export_onnx, io_spec,
-                                  ort_run)
+from models.clip_preprocess import preprocess_images
+from models.export.common import (
+    ExportError,
+    assert_close,
+    assert_varies,
+    clear_sidecars,
+    export_onnx,
+    io_spec,
+    ort_run,
+    unsupported_on_oldest_runtime,
+)
+from models.onnx_common import MAX_IR_VERSION
 from models.sidecar import write_sidecar
 
 log = logging.getLogger(__name__)
@@ -235,9 +245,6 @@ def export_text_encoder(out_dir: Path, text_encoder, tokenizer, *, source: Path,
 def _check_onnx_file(path: Path) -> None:
     import onnx
 
-    from models.export.common import unsupported_on_oldest_runtime
-    from models.onnx_common import MAX_IR_VERSION
-
     m = onnx.load(str(path))
     if m.ir_version > MAX_IR_VERSION:
         raise ExportError(f"{path}: IR version {m.ir_version} > {MAX_IR_VERSION} (onnxruntime 1.16 on the robot)")
@@ -285,7 +292,6 @@ def export_sim_vlm(out_dir: str | os.PathLike, image_module, *, image_size: int,
         A parity or quantisation check fails (see :func:`export_text_encoder`).
     """
     torch = _torch()
-    from models.clip_preprocess import preprocess_images
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -38,8 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
-from models.export.common import ExportError, assert_close, assert_varies, clear_sidecars, export_onnx, io_spec
+from models.export.common import ExportError, assert_close, assert_varies, clear_sidecars, export_onnx, io_spec, ort_run
 from models.export.vnm_export import IMAGE_H, IMAGE_W, IMAGENET_MEAN, IMAGENET_STD
+from models.sidecar import write_sidecar
 
 log = logging.getLogger(__name__)
 
@@ -151,9 +152,6 @@ def export_sim_vnm(net, out_dir: str | os.PathLike, *, obs: np.ndarray, goals: n
         Missing params, constant outputs, or ONNX Runtime differing from torch by more than ``atol``.
     """
     import torch
-
-    from models.export.common import ort_run
-    from models.sidecar import write_sidecar
 
     need = ("context_size", "len_traj_pred", "frame_rate_hz", "dist_min_steps", "dist_max_steps")
     missing = [k for k in need if k not in params]

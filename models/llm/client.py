@@ -21,6 +21,7 @@ from typing import Any
 
 from models.llm.engine import GrammarCache, load_llama, run_request
 from models.llm.errors import LlmError, LlmTimeout
+from models.llm.grammar import validate_gbnf
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +100,6 @@ class LlmClient:
 
     def _request(self, request: dict) -> str:
         if request.get("grammar"):
-            from models.llm.grammar import validate_gbnf
-
             validate_gbnf(request["grammar"])
         with self._lock:
             response = self._send(request)

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from models.llm.sidecar import write_llm_sidecar
+
 _WORDS = (
     "the a an and then go to turn left right at past after before find look for stop near next of "
     "with by drive head toward until you see pass reach follow keep straight landmarks ordered "
@@ -169,7 +171,5 @@ def make_tiny_gguf(path: str | Path, *, seed: int = 0, shape: TinyLlamaShape | N
     writer.write_tensors_to_file()
     writer.close()
     if sidecar:
-        from models.llm.sidecar import write_llm_sidecar
-
         write_llm_sidecar(path, weights="random-init", random_init=True)
     return path

@@ -20,12 +20,12 @@ import sys
 import time
 from typing import Any
 
+from models.llm.engine import GrammarCache, load_llama, run_request
+from models.llm.errors import LlmError
+
 
 def worker_main(conn: Any) -> None:
     """Serve requests on ``conn`` (a ``multiprocessing`` connection) until exit or a closed pipe."""
-    from models.llm.engine import GrammarCache, load_llama, run_request
-    from models.llm.errors import LlmError
-
     try:
         load_kwargs = conn.recv()
     except (EOFError, OSError):

@@ -17,6 +17,9 @@ from typing import Callable
 
 import numpy as np
 
+from robot_app.mapping.map_build import _open_optional, build_map
+from robot_app.mapping.synthetic_logs import write_synthetic_log
+
 
 def lawnmower(frames: int, *, row_m: float = 100.0, spacing_m: float = 10.0, speed_mps: float = 1.0,
               rate_hz: float = 4.0) -> list[tuple[float, float]]:
@@ -36,9 +39,6 @@ def lawnmower(frames: int, *, row_m: float = 100.0, spacing_m: float = 10.0, spe
 
 def run(sizes=(1_000, 10_000, 50_000), *, config, models_dir: str | None = None,
         progress: Callable[[str], None] | None = None) -> dict:
-    from robot_app.mapping.map_build import _open_optional, build_map
-    from robot_app.mapping.synthetic_logs import write_synthetic_log
-
     models = Path(models_dir or config.paths.models_dir)
     cfg = dataclasses.replace(config, paths=dataclasses.replace(config.paths, models_dir=str(models)))
     out = {"sizes": [], "models_dir": str(models)}

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
+from core.mapstore import MapWriter, open_map
+from robot_app.mapping.synthetic_logs import tiny_jpeg
+
 DIM = 512
 
 
 def _write(path: Path, n: int) -> None:
-    from core.mapstore import MapWriter
-    from robot_app.mapping.synthetic_logs import tiny_jpeg
-
     rng = np.random.default_rng(0)
     jpeg = tiny_jpeg((90, 120, 160))
     w = MapWriter.create(path)
@@ -39,8 +39,6 @@ def _write(path: Path, n: int) -> None:
 
 
 def _open_times(path: Path, repeats: int) -> dict:
-    from core.mapstore import open_map
-
     opens, embeds = [], []
     for _ in range(repeats):
         t0 = time.perf_counter()

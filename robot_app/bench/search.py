@@ -18,6 +18,10 @@ from typing import Callable
 
 import numpy as np
 
+from core.search import DEFAULT_ALPHA, plan_walk, warm_up
+from core.search_reference import dp_values_python, dp_values_scipy
+from core.synthetic import random_geometric_graph
+
 _COMPILE_PROBE = "import time; t = time.perf_counter(); import core.search as s; s.warm_up(); print(time.perf_counter() - t)"
 
 
@@ -45,10 +49,6 @@ def compile_times() -> dict[str, float]:
 def run(sizes=(1_000, 10_000, 100_000), *, landmarks: int = 5, repeats: int = 5, python_max_nodes: int = 10_000,
         seed: int = 0, progress: Callable[[str], None] | None = None, compile_time: bool = True) -> dict:
     """Run the benchmark; returns a JSON-ready dict (seconds, medians)."""
-    from core.search import DEFAULT_ALPHA, plan_walk, warm_up
-    from core.search_reference import dp_values_python, dp_values_scipy
-    from core.synthetic import random_geometric_graph
-
     warm_up()
     result = {"landmarks": landmarks, "repeats": repeats, "alpha": DEFAULT_ALPHA, "compile": compile_times() if compile_time else None,
               "sizes": []}

@@ -20,15 +20,14 @@ import tempfile
 import time
 from typing import Callable
 
+from firmware_bridge.sim.devices import SimulatedDevices
 from robot_app.commands import Source
+from robot_app.service.app import App
 
 TARGET_S = 0.3
 
 
 async def _trials(config, speeds, trials: int, progress: Callable[[str], None]) -> dict:
-    from firmware_bridge.sim.devices import SimulatedDevices
-    from robot_app.service.app import App
-
     out: dict = {}
     with tempfile.TemporaryDirectory(prefix="robot-app-bench-") as tmp:
         async with SimulatedDevices(tmp, gps=False, imu=False) as sim:

@@ -3,8 +3,12 @@
 Each module listed in :data:`COMMAND_MODULES` defines ``register(sub, groups)``: ``sub`` is the
 top-level subparsers action, ``groups`` maps each command group of :data:`GROUPS` (``bench``, ``eval``,
 ``map``, ...) to that group's subparsers action, so several modules can add e.g. ``bench <thing>``.
-Each leaf parser sets ``func`` (``func(args, config) -> int``) as its default. Modules import
-their heavy dependencies inside the handlers so ``robot-app --help`` stays fast.
+Each leaf parser sets ``func`` (``func(args, config) -> int``) as its default.
+
+This registry is the one place project code is imported inside functions: a handler imports the
+modules its command runs, so ``robot-app --help`` and ``robot-app config`` start in a fraction of a
+second on the robot. Everywhere else project imports are at module level. A command that needs an
+optional extra (``sim``, ``export``, ``recon``, ``llm``) calls :func:`robot_app.extras.require` first.
 
 Exit status: 0 success, 1 the job failed (the reason is printed), 2 bad usage, config or input.
 """

@@ -14,7 +14,16 @@ import shutil
 
 import numpy as np
 
+from core.mapstore import open_map
+from core.search import plan_walk
+from core.tlog import read_log
+from robot_app.demo.scenario import DemoInputError, phrase_categories
 from robot_app.demo.stages import StageFailed
+from robot_app.demo.truth import intended_walk, landmark_truth, node_true_poses, path_length_m, plan_metrics
+from robot_app.mapping.map_build import build_map
+from robot_app.route.grounding_service import ground_instruction, parse_landmarks
+from robot_app.route.planning import PlanningError, plan_on_map
+from robot_app.sim.explore import record_exploration
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +36,6 @@ def check_instruction(ctx) -> dict:
     robot_app.demo.scenario.DemoInputError
         No landmark in the instruction, or one that names nothing in the world.
     """
-    from robot_app.demo.scenario import DemoInputError, phrase_categories
-    from robot_app.route.grounding_service import parse_landmarks
-    from robot_app.route.planning import PlanningError
-
     try:
         landmarks, parser = parse_landmarks(ctx.scenario.instruction, config=ctx.config)
     except (PlanningError, ValueError) as exc:
@@ -46,8 +51,6 @@ def check_instruction(ctx) -> dict:
 
 def explore(ctx) -> dict:
     """Stage 1: the scripted exploration on the accelerated simulation clock, written as a traversal log."""
-    from robot_app.sim.explore import record_exploration
-
     cfg = ctx.config
     if ctx.log_dir.exists():
         shutil.rmtree(ctx.log_dir)  # record_exploration continues an existing log: start afresh
@@ -67,8 +70,6 @@ def explore(ctx) -> dict:
 
 def build(ctx) -> dict:
     """Stage 2: LM-Nav Algorithm 2 on the log (VNM edges with the sim VNM, CLIP embeddings with the sim VLM)."""
-    from robot_app.mapping.map_build import build_map
-
     rep = build_map([ctx.log_dir], ctx.map_path, config=ctx.config, models_dir=ctx.models_dir, overwrite=True,
                     progress=ctx.progress_bars)
     out = rep.as_dict()
@@ -85,12 +86,6 @@ def build(ctx) -> dict:
 def plan(ctx) -> dict:
     """Stage 3: parse the instruction, ground it with the sim VLM, plan the LM-Nav walk; metrics against
     the ground truth computed from the world and the recorded true poses."""
-    from core.mapstore import open_map
-    from core.tlog import read_log
-    from robot_app.demo.truth import intended_walk, landmark_truth, node_true_poses, plan_metrics
-    from robot_app.route.grounding_service import ground_instruction
-    from robot_app.route.planning import PlanningError, plan_on_map
-
     cfg = ctx.config
     tlog = read_log(ctx.log_dir)
     with open_map(ctx.map_path) as m:
@@ -128,8 +123,6 @@ def plan(ctx) -> dict:
 def direct_walk(csr: tuple, start: int, goal: int):
     """The shortest walk from ``start`` to ``goal`` on the map (what an instruction naming only the goal
     would drive): :func:`core.search.plan_walk` with the goal as the one landmark."""
-    from core.search import plan_walk
-
     n = len(csr[0]) - 1
     logp = np.full((n, 1), -np.inf)
     logp[goal, 0] = 0.0
@@ -139,8 +132,6 @@ def direct_walk(csr: tuple, start: int, goal: int):
 def _direct_record(direct, planned, poses: np.ndarray) -> dict:
     """The direct walk beside the LM-Nav one (LM-Nav Fig. 5: the landmarks make the robot take another
     route than the shortest to the goal): its nodes and true metres, and whether the two differ."""
-    from robot_app.demo.truth import path_length_m
-
     if not direct.ok:
         return {"direct_nodes": [], "direct_m": None, "route_differs_from_direct": None}
     nodes = [int(v) for v in direct.nodes]

@@ -23,7 +23,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from core.metrics import planning_efficiency
+from firmware_bridge.sim.devices import SimulatedDevices
+from robot_app.config import _toml_value, config_from_mapping
+from robot_app.demo.scenario import TASK_GOAL, TASK_START
 from robot_app.demo.stages import StageFailed
+from robot_app.demo.truth import path_length_m
+from robot_app.jobs.task_jobs import JACKAL_DIR
+from robot_app.service.app import App
+from robot_app.sim.plant import WorldPlant
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +58,6 @@ class ClosedGate:
 
 def app_config(ctx, ports: dict):
     """The app's config: the demo's config with the simulated ports, sim camera, models, map and places."""
-    from robot_app.config import config_from_mapping
-
     base = dataclasses.asdict(ctx.config)
     base.pop("source", None)
     over = {
@@ -81,9 +87,6 @@ def app_config(ctx, ports: dict):
 
 def _task_problem(ctx) -> Path:
     """The shipped Jackal problem with the robot starting where the route ended (``TASK_START``)."""
-    from robot_app.demo.scenario import TASK_START
-    from robot_app.jobs.task_jobs import JACKAL_DIR
-
     text = (JACKAL_DIR / "robot_patrol.pddl").read_text(encoding="utf-8")
     if "(at jackal depot)" not in text:
         raise RuntimeError(f"{JACKAL_DIR / 'robot_patrol.pddl'}: no (at jackal depot) to move the robot from")
@@ -93,8 +96,6 @@ def _task_problem(ctx) -> Path:
 
 
 def _to_toml(data: dict) -> str:
-    from robot_app.config import _toml_value
-
     lines = []
     for section, table in data.items():
         lines += [f"[{section}]"] + [f"{k} = {_toml_value(v)}" for k, v in table.items()] + [""]
@@ -132,10 +133,7 @@ async def run_onboard(ctx, stages) -> None:
     managers ``stages.stage(name)`` that time a stage and record its result or failure)."""
     import aiohttp
 
-    from firmware_bridge.sim.devices import SimulatedDevices
-    from robot_app.service.app import App
     from robot_app.sim.camera import set_active_plant
-    from robot_app.sim.plant import WorldPlant
 
     cfg = ctx.config
     (x0, y0), (x1, y1) = ctx.scenario.route[0], ctx.scenario.route[1]
@@ -231,9 +229,6 @@ async def _follow(ctx, http, url: str, plan: dict, plant, timeout_s: float) -> d
 async def drive_walk(ctx, http, url: str, plant, path: PathRecorder) -> dict:
     """Stage 4: plan the instruction through the API from the start node, Go, and follow the run;
     one re-plan from where the robot stands to the walk's goal if it does not arrive."""
-    from core.metrics import planning_efficiency
-    from robot_app.demo.truth import path_length_m
-
     path.mark("drive_start")
     plan = await _post(http, url + "/api/route/plan", {"instruction": ctx.scenario.instruction,
                                                        "start": ctx.start_node})
@@ -278,8 +273,6 @@ async def task_job(ctx, app, http, url: str, path: PathRecorder, timeout_s: floa
     """Stage 5: a LASP task job in the Jackal domain through ``/api/task/run``; the world's closed gate fails
     the first drive from the yard to site B; the demo answers the robot's questions as the operator would
     and approves what the task learned."""
-    from robot_app.demo.scenario import TASK_GOAL
-
     gate = ClosedGate()
     app.tasks.field_events = gate
     knowledge = Path(app.tasks.knowledge_path())

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from robot_app.demo.stages import STAGES
+from robot_app.demo.truth import building_outline
 
 __all__ = ["summary", "write_report", "write_json", "plot_report", "render_html"]
 
@@ -105,8 +106,6 @@ def plot_report(ctx, records: dict, out: Path) -> Path:
     route = np.asarray(ctx.scenario.route, dtype=float)
     ax.plot(route[:, 0], route[:, 1], color="0.85", lw=6, zorder=0, label="explored route")
     for b in ctx.world.buildings:
-        from robot_app.demo.truth import building_outline
-
         o = building_outline(b)
         ax.fill(o[:, 0], o[:, 1], color=b.rgb, alpha=0.35, zorder=0)
         ax.annotate(b.name, b.center, fontsize=6, ha="center", color="0.3")

@@ -19,7 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from robot_app.demo import offline, onboard, report
+from robot_app.demo.scenario import DemoInputError, scenario_for
 from robot_app.demo.stages import STAGES, TITLES, StageFailed  # noqa: F401 - re-exported
+from robot_app.sim import SIM_VNM_NAV, model_clip_crops, tuned_planner
+from robot_app.sim.world import WorldError, load_world
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +148,6 @@ def run_demo(ctx: DemoContext, *, announce: Callable[[str], None] = _stderr) -> 
         The instruction has no landmark or names one the world does not have (checked before any stage
         runs). Anything later is a failed stage, in the report.
     """
-    from robot_app.demo import offline, onboard, report
-
     t0 = time.perf_counter()
     ctx.out.mkdir(parents=True, exist_ok=True)
     parsed = offline.check_instruction(ctx)
@@ -188,9 +190,6 @@ def context_for(*, world: str, instruction: str | None, out: str | Path, seed: i
     robot_app.demo.scenario.DemoInputError
         Unknown world, or a models folder that does not exist.
     """
-    from robot_app.demo.scenario import DemoInputError, scenario_for
-    from robot_app.sim.world import WorldError, load_world
-
     try:
         w = load_world(world)
     except WorldError as exc:
@@ -200,7 +199,6 @@ def context_for(*, world: str, instruction: str | None, out: str | Path, seed: i
     if not models_dir.is_dir():
         raise DemoInputError(f"--models {models_dir}: no such folder (the sim stand-in models ship in "
                              f"{shipped_models_dir()})")
-    from robot_app.sim import SIM_VNM_NAV, model_clip_crops, tuned_planner
 
     tuned = tuned_planner(models_dir)  # chosen for these model files by `robot-app eval sim-tune --write`
     try:

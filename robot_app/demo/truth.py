@@ -22,6 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.metrics import planning_efficiency, planning_success
+from core.search import plan_walk
+from robot_app.demo.scenario import DemoInputError, phrase_categories
+from robot_app.sim.eval_truth import TruthParams, landmark_nodes
+from robot_app.sim.eval_truth import node_true_poses as poses_xy_yaw
 
 __all__ = ["node_true_poses", "visible_nodes", "LandmarkTruth", "landmark_truth", "building_outline",
            "intended_walk", "plan_metrics", "path_length_m"]
@@ -39,8 +43,6 @@ def node_true_poses(node_t_s: np.ndarray, odom: dict) -> np.ndarray:
     ValueError
         If the log has no odometry.
     """
-    from robot_app.sim.eval_truth import node_true_poses as poses_xy_yaw
-
     if np.asarray(odom.get("t_s", ())).size == 0:
         raise ValueError("the exploration log has no odometry: no true poses for the ground truth")
     xy, yaw = poses_xy_yaw(np.asarray(node_t_s, dtype=np.float64), odom)
@@ -71,8 +73,6 @@ def visible_nodes(world, poses: np.ndarray, categories, *, hfov_deg: float) -> n
     categories : iterable of str, world categories
     hfov_deg : the camera's horizontal field of view, degrees
     """
-    from robot_app.sim.eval_truth import TruthParams, landmark_nodes
-
     cats = set(categories)
     poses = np.asarray(poses, dtype=np.float64).reshape(-1, 3)
     params = dataclasses.replace(TruthParams(), hfov_deg=float(hfov_deg))
@@ -100,8 +100,6 @@ def landmark_truth(world, poses: np.ndarray, landmarks, *, hfov_deg: float) -> l
     robot_app.demo.scenario.DemoInputError
         A phrase names no category of the world, or nothing of it is seen from the explored route.
     """
-    from robot_app.demo.scenario import DemoInputError, phrase_categories
-
     all_cats = sorted({c for _, c, _, _ in world.landmarks()})
     out = []
     for phrase in landmarks:
@@ -120,8 +118,6 @@ def landmark_truth(world, poses: np.ndarray, landmarks, *, hfov_deg: float) -> l
 def intended_walk(csr: tuple, truth: list[LandmarkTruth], start: int):
     """The shortest walk (map edge weights, VNM time steps) from ``start`` through the truth sets in order:
     :func:`core.search.plan_walk` with G = 0 on true nodes, -inf elsewhere, alpha = 1."""
-    from core.search import plan_walk
-
     n = len(csr[0]) - 1
     logp = np.full((n, len(truth)), -np.inf)
     for i, t in enumerate(truth):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from core.lasp.loop import LoopConfig
+from core.lasp.similarity import lexical_similarity
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +25,6 @@ def make_similarity(config):
 
     Returns ``(similarity, name)``; the fallback is logged as a warning (DESIGN.md, Fallbacks).
     """
-    from core.lasp.similarity import lexical_similarity
-
     mode = config.lasp.similarity
     if mode == "lexical":
         return lexical_similarity, "lexical ([lasp] similarity)"

@@ -12,20 +12,24 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
-import secrets
 import logging
+import secrets
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from core.mapstore import MapFormatError, open_map
 from firmware_bridge.readings import GpsFix
 from robot_app.commands import Source
 from robot_app.config import nav_options
-from robot_app.nav.policy import FAILED, Outcome
+from robot_app.mapping.map_build import HEADINGS_METHOD, decode_jpeg
 from robot_app.nav.gps import GpsNavigator
+from robot_app.nav.policy import FAILED, Outcome
 from robot_app.nav.vnm import VnmNavigator
+from robot_app.route.grounding_service import ground_instruction
+from robot_app.route.planning import PLANNERS, PlanningError, plan_on_map
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +139,6 @@ class MissionExecutive:
         return Path(cfg.mission.map_file) if cfg.mission.map_file else Path(cfg.paths.maps_dir) / "current.sqlite"
 
     def open_map(self):
-        from core.mapstore import MapFormatError, open_map
-
         try:
             m = open_map(self.map_path())
             if len(m.nodes):
@@ -153,7 +155,6 @@ class MissionExecutive:
             if not 0 <= start < n:
                 raise MissionError(f"start node {start} is not in the map (0..{n - 1})", bad_input=True)
             return start
-        from firmware_bridge.readings import GpsFix
 
         gps = self.sensors.gps
         fix = gps.latest(GpsFix, max_age_s=self.config.serial.gps_max_age_s) if gps is not None else None
@@ -183,7 +184,6 @@ class MissionExecutive:
         frame = cam.latest if cam is not None else None
         if frame is None:
             return None
-        from robot_app.mapping.map_build import decode_jpeg
 
         try:
             rgb = decode_jpeg(frame.jpeg)
@@ -211,9 +211,6 @@ class MissionExecutive:
         return None
 
     def _plan_blocking(self, instruction: str | None, start: int | None, goal: int | None = None) -> dict:
-        from robot_app.route.grounding_service import ground_instruction
-        from robot_app.route.planning import PlanningError, plan_on_map
-
         with self.open_map() as m:
             s = self._start_node(m, start)
             try:
@@ -353,8 +350,6 @@ class MissionExecutive:
         """The map's node headings along ``walk``, or None for a map built before they came from the
         smoothed GPS track (robot_app.mapping.map_build.HEADINGS_METHOD): those are too noisy to tell which
         stretches run against the recorded direction, so the VNM then drives the whole walk."""
-        from robot_app.mapping.map_build import HEADINGS_METHOD
-
         if (m.metadata.get("build") or {}).get("node_headings") != HEADINGS_METHOD:
             log.warning("map: node headings from consecutive GPS fixes (built before %s headings); the VNM drives "
                         "whole walks, stretches against the recorded direction included: rebuild the map "
@@ -373,8 +368,6 @@ class MissionExecutive:
         Returns the walk's (lat_deg, lon_deg) arrays and updates the stored walk images. Raises
         :class:`MissionError` without a fix near the map or when the targets cannot be reached.
         """
-        from robot_app.route.planning import PLANNERS
-
         planner = self.config.planner
         with self.open_map() as m:
             start = self._start_node(m, None)

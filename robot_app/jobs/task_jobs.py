@@ -28,6 +28,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.lasp.diagnosis import OfflineDiagnoser
+from core.lasp.environment import Outcome, PropertyInfo
+from core.lasp.knowledge import apply_edits, parse_pddl_diff, to_pddl_diff
+from core.lasp.loop import LaspRun
+from core.lasp.model import PddlError, Task, describe_name
+from firmware_bridge.readings import BaseStatus
+from models.lasp_llm import LlmDiagnoser
+from robot_app.jobs.lasp_setup import loop_config, make_similarity
+from robot_app.jobs.mission import MissionError
+
 log = logging.getLogger(__name__)
 
 JACKAL_DIR = Path(__file__).resolve().parents[1] / "data" / "lasp" / "jackal"
@@ -97,9 +107,6 @@ class RobotTaskEnvironment:
         return asyncio.run_coroutine_threadsafe(coro, self.jobs.loop).result(timeout_s)
 
     def execute(self, step):
-        from core.lasp.environment import Outcome
-        from core.lasp.model import describe_name
-
         if self.jobs.cancelled.is_set():
             return Outcome(False, step, "The operator stopped the task.")
         blocked = self.jobs.field_events(step) if self.jobs.field_events is not None else None
@@ -133,13 +140,9 @@ class RobotTaskEnvironment:
         return self.task.goal_holds(self.state)
 
     def properties(self) -> list:
-        from core.lasp.environment import PropertyInfo
-
         return [PropertyInfo("battery", True, ("robot",), "the robot's battery charge, percent")]
 
     def value(self, name: str, args):
-        from firmware_bridge.readings import BaseStatus
-
         if name != "battery" or self.sensors.base is None:
             return None
         st = self.sensors.base.latest(BaseStatus, max_age_s=10.0)
@@ -151,8 +154,6 @@ class RobotTaskEnvironment:
         return {o.name: o.type.name for o in self.task.problem.all_objects}
 
     def describe_object(self, name: str) -> str:
-        from core.lasp.model import describe_name
-
         return describe_name(name)
 
 
@@ -215,7 +216,6 @@ class TaskJobs:
 
     async def route_to(self, node: int) -> tuple[str, str]:
         mission = self.mission
-        from robot_app.jobs.mission import MissionError
 
         try:
             plan = await mission.plan_route(None, goal=node)
@@ -230,8 +230,6 @@ class TaskJobs:
         return mission.state, mission.message
 
     async def start(self, goal_pddl: str) -> None:
-        from core.lasp.model import PddlError, Task
-
         if self.state == "running":
             raise TaskError("a task is running: stop it first")
         if not isinstance(goal_pddl, str) or not goal_pddl.strip() or len(goal_pddl) > 2000:
@@ -252,10 +250,6 @@ class TaskJobs:
         self._task = asyncio.ensure_future(self._run(task, places))
 
     async def _run(self, task, places) -> None:
-        from core.lasp.loop import LaspRun
-
-        from robot_app.jobs.lasp_setup import loop_config, make_similarity
-
         env = RobotTaskEnvironment(self, task, places)
         try:
             diagnoser = await asyncio.to_thread(self._diagnoser, make_similarity)
@@ -273,13 +267,9 @@ class TaskJobs:
             self.state, self.message = "error", f"task failed: {exc}"
 
     def _diagnoser(self, make_similarity):
-        from core.lasp.diagnosis import OfflineDiagnoser
-
         sim, _ = make_similarity(self.config)
         llm = self.models.llm()
         if llm is not None:
-            from models.lasp_llm import LlmDiagnoser
-
             return LlmDiagnoser(llm, similarity=sim, max_tokens=self.config.lasp.llm_max_tokens,
                                 timeout_s=self.config.llm.timeout_s)
         return OfflineDiagnoser(sim)
@@ -290,8 +280,6 @@ class TaskJobs:
 
     def _load_knowledge(self, task) -> list:
         """Apply the approved knowledge to ``task``; returns the edits applied."""
-        from core.lasp.knowledge import apply_edits, parse_pddl_diff
-
         path = self.knowledge_path()
         if not path.is_file():
             return []
@@ -303,8 +291,6 @@ class TaskJobs:
     def approve(self, keep: bool) -> int:
         """Keep (or drop) what the last run learned; returns how many edits were kept."""
         import os
-
-        from core.lasp.knowledge import parse_pddl_diff, to_pddl_diff
 
         if not self.pending_learned:
             raise TaskError("nothing learned is waiting for approval")

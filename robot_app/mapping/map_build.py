@@ -24,7 +24,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from core import graph_build as gb
+from core.mapstore import MapWriter
 from core.tlog import TraversalLog, frame_positions, read_log
+from robot_app.mapping.image_prep import clip_views
 
 log = logging.getLogger(__name__)
 
@@ -249,8 +251,6 @@ def build_map(log_dirs: Sequence[str | Path], out: str | Path, *, config, models
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import connected_components
 
-    from core.mapstore import MapWriter
-
     mc = config.mapping
     out = Path(out)
     if out.is_dir():
@@ -352,8 +352,6 @@ def _write_images(writer, logs, nodes: BuildNodes, clip, *, progress: bool, batc
     :func:`robot_app.mapping.image_prep.clip_views` (crops of the rectified frame) are stored as extra images
     of the node (``camera = "front/clip-crop-K"``), each with its embedding; the raw frame is kept as is.
     """
-    from robot_app.mapping.image_prep import clip_views
-
     plain = camera is None or (not camera.fisheye_k and camera.clip_crops == 1)
     n = nodes.t_s.size
     with _progress_bar(n, "node images", progress, unit="node") as bar:

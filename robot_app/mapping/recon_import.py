@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from core.tlog import TraversalLogWriter
+from core.tlog import TraversalLogWriter, read_log
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +87,6 @@ def import_recon(files: Sequence[str | Path], out: str | Path, *, rate_hz: float
     counts = {"files": 0, "frames": 0, "gps_fixes": 0, "gps_no_fix": 0}
     t0 = 0.0
     if (Path(out) / "log.sqlite").is_file():
-        from core.tlog import read_log
-
         existing = read_log(out).frame_t_s
         if existing.size:
             t0 = float(existing.max()) + 10.0

@@ -15,6 +15,12 @@ import re
 import time
 from pathlib import Path
 
+from firmware_bridge.driver import queue_get
+from firmware_bridge.kinematics import wheels_to_twist
+from firmware_bridge.readings import GpsFix, GpsNoFix, ImuReading, WheelFeedback
+from robot_app.mapping.map_build import build_map
+from robot_app.mapping.recorder import Recorder
+
 log = logging.getLogger(__name__)
 
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -66,8 +72,6 @@ class RecordingService:
         return Path(self.config.paths.maps_dir)
 
     async def start(self, name: str) -> None:
-        from robot_app.mapping.recorder import Recorder
-
         check_name(name)
         if self.recorder is not None:
             raise RecordingError(f"already recording {self.name!r}: stop it first")
@@ -97,10 +101,6 @@ class RecordingService:
         """Sensor readings, wheel odometry and commands into the log (GPS and IMU from their configured
         drivers; odometry integrated from the MCU's wheel feedback, odom frame, REP-103)."""
         import math
-
-        from firmware_bridge.driver import queue_get
-        from firmware_bridge.kinematics import wheels_to_twist
-        from firmware_bridge.readings import GpsFix, GpsNoFix, ImuReading, WheelFeedback
 
         merged: asyncio.Queue = asyncio.Queue(maxsize=1024)
         sources = [(self.sensors.gps, (GpsFix, GpsNoFix)), (self.sensors.imu, (ImuReading,)), (self.sensors.base, (WheelFeedback,))]
@@ -190,8 +190,6 @@ class RecordingService:
         self._build_task = asyncio.ensure_future(self._build(folders, name))
 
     async def _build(self, folders, name: str) -> None:
-        from robot_app.mapping.map_build import build_map
-
         out = self.maps_dir / f"{name}.sqlite"
         try:
             out.parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from core.mapstore import MapError
+from models.clip import ground_landmarks, open_clip_model
+from models.sidecar import ModelMissing
+from robot_app.route.landmark_parsing import parse_instruction
 from robot_app.route.planning import PlanningError
 
 log = logging.getLogger(__name__)
@@ -30,7 +34,6 @@ def parse_landmarks(text: str, *, config, parser: str | None = None, llm=None) -
     """
     if not text or not text.strip():
         raise PlanningError("--instruction: the instruction is empty")
-    from robot_app.route.landmark_parsing import parse_instruction
 
     landmarks, used = parse_instruction(text, config=config, parser=parser, llm=llm)
     if not landmarks:
@@ -56,15 +59,12 @@ def ground_instruction(text: str, topomap, *, config, parser: str | None = None,
     """
     landmarks, used = parse_landmarks(text, config=config, parser=parser, llm=llm)
     log.info("landmarks from %s parser: %s", used, landmarks)
-    from models.clip import ground_landmarks, open_clip_model
-    from models.sidecar import ModelMissing
 
     try:
         clip = open_clip_model(Path(config.paths.models_dir), config=config)
     except ModelMissing as exc:
         raise PlanningError(f"planning from an instruction needs CLIP: {exc}. Planning with --landmarks "
                             "and --scores, or to a chosen node, works without it.") from exc
-    from core.mapstore import MapError
 
     try:
         image_emb, image_node = topomap.embeddings(clip.model_id)

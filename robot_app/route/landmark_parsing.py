@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.landmarks import parse_landmarks
+from models.llm import LlmError, extract_landmarks_llm, open_llm
+from models.llm.sidecar import verify_llm_sidecar
+from models.sidecar import ModelError
 
 if TYPE_CHECKING:  # pragma: no cover
     from models.llm import LlmClient
@@ -44,13 +47,8 @@ def open_configured_llm(config: "Config", *, model_path: str | Path | None = Non
         If the model file or its sidecar is missing, the sha256 differs, llama-cpp-python is not
         installed or the model cannot load.
     """
-    from models.llm import LlmError, open_llm
-
     c = config.llm
     if model_path is None:
-        from models.llm.sidecar import verify_llm_sidecar
-        from models.sidecar import ModelError
-
         model_path = llm_model_path(config)
         try:
             verify_llm_sidecar(model_path)
@@ -105,7 +103,6 @@ def parse_instruction(text: str, *, config: "Config", parser: str | None = None,
         else:
             log.info("no LLM model at %s: rule-based landmark parser", path)
         return parse_landmarks(text), "rules"
-    from models.llm import LlmError
 
     try:
         if llm is not None:
@@ -120,7 +117,5 @@ def parse_instruction(text: str, *, config: "Config", parser: str | None = None,
 
 
 def _ask(client: "LlmClient", text: str, config: "Config") -> list[str]:
-    from models.llm import extract_landmarks_llm
-
     return extract_landmarks_llm(client, text, chat=config.llm.chat_template,
                                  max_tokens=config.llm.max_tokens, timeout_s=config.llm.timeout_s)

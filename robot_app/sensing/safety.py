@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from firmware_bridge.readings import BaseStatus, GpsFix, ImuReading, WheelFeedback
+
 
 @dataclass(frozen=True)
 class Fault:
@@ -57,8 +59,6 @@ class SafetyMonitor:
     def check(self, base, *, now: float | None = None, gps=None, imu=None) -> Fault | None:
         """The first fault found in the latest readings, or None. ``gps`` / ``imu`` are the drivers those
         readings come from (default: the base)."""
-        from firmware_bridge.readings import BaseStatus, GpsFix, ImuReading, WheelFeedback
-
         now = time.monotonic() if now is None else now
         c = self.cfg
         if base is None:

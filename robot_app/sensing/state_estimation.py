@@ -35,6 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
+from firmware_bridge.kinematics import wheels_to_twist
+from firmware_bridge.readings import GpsFix, ImuReading, WheelFeedback
+
 log = logging.getLogger(__name__)
 
 IMU_TIMEOUT_S = 0.2   # no IMU sample for this long: the wheel odometry's omega drives the prediction
@@ -274,8 +277,6 @@ class StateEstimator:
     # -- readings --------------------------------------------------------------------------------
     def on_reading(self, reading) -> None:
         """Fold in one ImuReading, WheelFeedback or GpsFix (anything else is ignored)."""
-        from firmware_bridge.readings import GpsFix, ImuReading, WheelFeedback
-
         if isinstance(reading, ImuReading):
             self.on_imu(reading)
         elif isinstance(reading, WheelFeedback):
@@ -314,8 +315,6 @@ class StateEstimator:
 
     def on_wheels(self, r) -> None:
         """Wheel speeds -> (v, omega): v is measured; omega predicts only when the IMU is silent."""
-        from firmware_bridge.kinematics import wheels_to_twist
-
         v, omega = wheels_to_twist(r.left.velocity_radps, r.right.velocity_radps,
                                    wheel_radius_m=self.robot.wheel_radius_m,
                                    wheel_separation_m=self.robot.wheel_separation_m)
@@ -397,8 +396,6 @@ class EstimatorComponent:
         self.estimator: StateEstimator | None = None
 
     async def run(self) -> None:
-        from firmware_bridge.readings import GpsFix, ImuReading, WheelFeedback
-
         cfg = self.config
         def build() -> StateEstimator:  # in a worker thread: importing filterpy (scipy) takes seconds on a Jetson
             return StateEstimator(cfg.estimation, cfg.robot,

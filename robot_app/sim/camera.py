@@ -18,7 +18,10 @@ import logging
 import threading
 import time
 
+from robot_app.config import SimConfig
 from robot_app.sensing.camera import CameraError, FramePublisher
+from robot_app.sim.plant import WorldPlant
+from robot_app.sim.world import load_world
 
 __all__ = ["SimCamera", "set_active_plant", "active_plant", "world_plant_from_config"]
 
@@ -51,9 +54,6 @@ def world_plant_from_config(config):
     robot_app.sim.world.WorldError
         If the world does not load.
     """
-    from robot_app.sim.plant import WorldPlant
-    from robot_app.sim.world import load_world
-
     plant = WorldPlant(load_world(config.sim.world), robot_radius_m=config.sim.robot_radius_m,
                        wheel_radius_m=config.robot.wheel_radius_m,
                        wheel_separation_m=config.robot.wheel_separation_m)
@@ -77,8 +77,6 @@ class SimCamera(FramePublisher):
     name = "camera"
 
     def __init__(self, cfg, *, sim=None, plant=None) -> None:
-        from robot_app.config import SimConfig
-
         super().__init__()
         self.cfg, self.sim = cfg, sim or SimConfig()
         self.plant = plant

@@ -32,9 +32,21 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_app.sim.eval_drive import DriveParams, drive_walk
+from core.mapstore import open_map
+from core.metrics import planning_efficiency, planning_success
+from core.search import plan_max_likelihood, plan_walk
+from core.tlog import read_log
+from models.clip import ground_landmarks, open_clip_model
+from models.sidecar import ModelMissing
+from robot_app.config import nav_options
+from robot_app.mapping.map_build import build_map, decode_jpeg
+from robot_app.route.landmark_parsing import parse_instruction
+from robot_app.sim import model_clip_crops, sim_nav_config, tuned_planner
+from robot_app.sim.eval_drive import DriveParams, SimWalk, drive_walk
 from robot_app.sim.eval_instructions import InstructionSet, load_instructions, shipped_instructions
+from robot_app.sim.eval_report import summarise, write_chart
 from robot_app.sim.eval_truth import TruthParams, node_true_poses, truth_node_sets
+from robot_app.sim.explore import record_exploration
 from robot_app.sim.world import World, load_world
 
 __all__ = ["EvalSettings", "EvalError", "run_sim_eval", "default_models_dir"]
@@ -97,8 +109,6 @@ def _sidecar_text(models_dir: Path, name: str) -> str:
 
 def _explore(world: World, iset: InstructionSet, s: EvalSettings, out: Path) -> tuple[Path, dict, bool]:
     """Record the exploration log (or reuse the cached one). Returns (log folder, info, cached)."""
-    from robot_app.sim.explore import record_exploration
-
     key = {"world": Path(world.source).read_text(encoding="utf-8") if Path(world.source).is_file() else world.name,
            "route": iset.route, "speed": iset.speed_mps, "seed": s.seed, "size": [s.width, s.height],
            "hfov": s.hfov_deg, "version": 2}
@@ -124,8 +134,6 @@ def _explore(world: World, iset: InstructionSet, s: EvalSettings, out: Path) -> 
 
 def _build(log_dir: Path, models_dir: Path, config, explore_key: str, out: Path, progress: bool) -> tuple[Path, dict, bool]:
     """Build the map from the exploration (or reuse it). Returns (map file, build report, cached)."""
-    from robot_app.mapping.map_build import build_map
-
     key = _digest({"explore": explore_key, "mapping": dataclasses.asdict(config.mapping),
                    "clip_crops": config.camera.clip_crops,
                    "models": [_sidecar_text(models_dir, f) for f in ("vnm.onnx", "clip-image.onnx", "clip-text.onnx")]})
@@ -146,8 +154,6 @@ def _eval_config(config, models_dir: Path, alpha: float | None = None, node_spac
     crops the sim VLM was trained on (``[camera] clip_crops``, :func:`robot_app.sim.model_clip_crops`;
     the config's where the model records none) and, when given, the planner's alpha and the map's node
     spacing (``[mapping] min_travel_m``). Raises :class:`EvalError` for a bad recorded ``clip_crops``."""
-    from robot_app.sim import model_clip_crops
-
     try:
         crops = model_clip_crops(models_dir)
     except ValueError as exc:
@@ -189,10 +195,6 @@ class _Context:
     def __init__(self, world, topomap, config, models_dir: Path, log_dir: Path, settings: EvalSettings):
         import utm
 
-        from core.tlog import read_log
-        from models.clip import open_clip_model
-        from models.sidecar import ModelMissing
-
         self.world, self.map, self.config, self.s = world, topomap, config, settings
         try:
             self.clip = open_clip_model(models_dir, config=config)
@@ -215,14 +217,10 @@ class _Context:
         self.image_emb, self.image_node = topomap.embeddings(self.clip.model_id)
 
     def node_image(self, v: int) -> np.ndarray:
-        from robot_app.mapping.map_build import decode_jpeg
-
         return decode_jpeg(self.map.images(int(v))[0])
 
 
 def _intended(ctx: _Context, truth: list, start: int, alpha: float):
-    from core.search import plan_walk
-
     n = len(ctx.map.nodes)
     logp = np.full((n, len(truth)), -np.inf)
     for i, nodes in enumerate(truth):
@@ -251,10 +249,6 @@ def _oracle_logp(ctx: _Context, ins) -> np.ndarray:
 
 def _plan_row(ctx: _Context, ins, parse_fn) -> tuple[dict, dict]:
     """Parse, ground and plan one instruction with both planners. Returns (row, walks by planner)."""
-    from core.metrics import planning_efficiency, planning_success
-    from core.search import plan_max_likelihood, plan_walk
-    from models.clip import ground_landmarks
-
     cfg = ctx.config
     truth = truth_node_sets(ctx.world, [lm.targets for lm in ins.landmarks], ctx.true_xy, ctx.true_yaw,
                             params=ctx.s.truth)
@@ -303,9 +297,6 @@ def _plan_row(ctx: _Context, ins, parse_fn) -> tuple[dict, dict]:
 def _execute(ctx: _Context, row: dict, walk, seed: int) -> None:
     """Drive the LM-Nav walk with the VNM and with GPS only, re-planned as the route job does after a
     failure; add the results to ``row``."""
-    from robot_app.config import nav_options
-    from robot_app.sim import sim_nav_config
-
     cfg = sim_nav_config(ctx.config)
     options = nav_options(cfg)
     nodes = np.asarray(walk.nodes)
@@ -325,8 +316,6 @@ def _execute(ctx: _Context, row: dict, walk, seed: int) -> None:
 
 
 def _sim_walk(ctx: _Context, nodes: np.ndarray, landmarks: tuple, *, images: bool):
-    from robot_app.sim.eval_drive import SimWalk
-
     return SimWalk(ctx.true_xy[nodes], ctx.map_xy[nodes], ctx.map_heading[nodes],
                    [ctx.node_image(v) for v in nodes] if images else None, nodes, landmarks)
 
@@ -365,10 +354,6 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
     """
     from tqdm import tqdm
 
-    from core.mapstore import open_map
-    from robot_app.sim.eval_report import summarise, write_chart
-    from robot_app.route.landmark_parsing import parse_instruction
-
     t0 = time.perf_counter()
     world = load_world(settings.world)
     ipath = Path(settings.instructions) if settings.instructions else shipped_instructions(world.name)
@@ -380,7 +365,6 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
     if not (models_dir / config.models.clip_image_file).is_file():
         raise EvalError(f"{models_dir}: no CLIP-format model ({config.models.clip_image_file}); eval sim needs the "
                         "sim VLM (robot_app/data/models/sim) or --models DIR")
-    from robot_app.sim import tuned_planner
 
     tuned = tuned_planner(models_dir) or {}
     # each from the command line, else as chosen with the models (eval sim-tune), else the config
@@ -429,9 +413,6 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
 
 def _nav_options_dict(cfg) -> dict:
     """The navigation policy's options the walks were driven with (JSON-ready)."""
-    from robot_app.config import nav_options
-    from robot_app.sim import sim_nav_config
-
     return dataclasses.asdict(nav_options(sim_nav_config(cfg)))
 
 

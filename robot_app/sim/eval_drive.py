@@ -34,6 +34,7 @@ from core.control import polyline_distance
 from firmware_bridge.kinematics import twist_to_wheels
 from robot_app.nav.policy import Directive, Driver, NavOptions, NavPolicy, Observation, Outcome, Pose, VnmOutput, Walk
 from robot_app.sim.plant import GpsView, WorldPlant
+from robot_app.sim.render import WorldRenderer
 from robot_app.sim.world import World
 
 __all__ = ["DriveParams", "DriveResult", "SimWalk", "drive_walk", "polyline_distance", "PolicyRunner"]
@@ -219,8 +220,6 @@ def drive_walk(world: World, walk: SimWalk, *, mode: str, options: NavOptions, v
     plant = WorldPlant(world, start=(truth[0, 0], truth[0, 1], _heading_at(truth, 0)))
     renderer = None
     if mode == "vnm":
-        from robot_app.sim.render import WorldRenderer
-
         renderer = WorldRenderer(world, seed=seed, **(camera or {}))
     try:
         _Drive(res, world, plant, walk, mode, options, vnm, renderer, params, seed, replan, max_replans,

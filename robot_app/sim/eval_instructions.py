@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from robot_app.sim.plant import JACKAL_RADIUS_M, obstacle_at
 from robot_app.sim.world import WORLDS_DIR, World
 
 __all__ = ["InstructionFileError", "LandmarkTruth", "SimInstruction", "InstructionSet", "load_instructions",
@@ -140,8 +141,6 @@ def _read_instruction(raw: Any, i: int, origin: str, world: World | None, names:
     if not isinstance(start, list) or len(start) != 3 or not all(_number(x) for x in start):
         _fail(origin, where, f"start: expected [x_m, y_m, yaw_deg], got {start!r}")
     if world is not None:
-        from robot_app.sim.plant import JACKAL_RADIUS_M, obstacle_at
-
         if abs(start[0]) > world.extent_m[0] / 2 or abs(start[1]) > world.extent_m[1] / 2:
             _fail(origin, where, f"start: {start[:2]} lies outside the world {world.name!r}")
         hit = obstacle_at(world, float(start[0]), float(start[1]), JACKAL_RADIUS_M)

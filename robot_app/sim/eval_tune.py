@@ -51,7 +51,16 @@ from pathlib import Path
 
 import numpy as np
 
+from core.grounding import log_likelihoods, node_similarity
+from core.mapstore import open_map
+from core.search import plan_walk
+from robot_app.sim import TUNING_FILE, _model_digest
+from robot_app.sim import eval as ev
+from robot_app.sim.eval import ORACLE_MISS_LOGP
+from robot_app.sim.eval_instructions import load_instructions, shipped_instructions
 from robot_app.sim.eval_truth import TruthParams, truth_node_sets
+from robot_app.sim.views import PHRASES
+from robot_app.sim.world import load_world
 
 __all__ = ["DevInstruction", "TuneSettings", "DEFAULT_ALPHAS", "DEFAULT_MAX_COSINES", "MIN_SEEN_NODES",
            "generate_dev_set", "dev_success", "pick_alpha", "pick_cap", "run_sim_tune", "write_tuning", "true_graph",
@@ -190,10 +199,6 @@ def generate_dev_set(world, csr, xy: np.ndarray, yaw: np.ndarray, *, n: int, see
     ValueError
         ``n < 1`` or a bad ``k_range``.
     """
-    from core.search import plan_walk
-    from robot_app.sim.eval import ORACLE_MISS_LOGP
-    from robot_app.sim.views import PHRASES
-
     if n < 1:
         raise ValueError(f"n: expected >= 1, got {n}")
     if not 1 <= k_range[0] <= k_range[1]:
@@ -259,9 +264,6 @@ def generate_dev_set(world, csr, xy: np.ndarray, yaw: np.ndarray, *, n: int, see
 
 def _near_equal(csr, logp: np.ndarray, start: int, k: int, others, inst_nodes, max_length: float) -> tuple:
     """The instances among ``others`` that landmark ``k``'s walk can use at most ``max_length`` long."""
-    from core.search import plan_walk
-    from robot_app.sim.eval import ORACLE_MISS_LOGP
-
     out = []
     for m in others:
         if inst_nodes[m].size < MIN_SEEN_NODES:
@@ -279,8 +281,6 @@ def _near_equal(csr, logp: np.ndarray, start: int, k: int, others, inst_nodes, m
 def dev_success(csr, logp: np.ndarray, ins: DevInstruction, alpha: float) -> bool:
     """Planning success of LM-Nav search on one development instruction (each landmark node of the
     planned walk sees the truth's instance)."""
-    from core.search import plan_walk
-
     r = plan_walk(*csr, logp, ins.start_node, alpha=alpha)
     if not r.ok or len(r.landmark_nodes) != len(ins.truth_nodes):
         return False
@@ -370,12 +370,6 @@ def run_sim_tune(settings: TuneSettings, config) -> dict:
     ValueError
         An empty or non-positive alpha grid, an empty cap grid or a cap outside (-1, 1], ``n < 1``.
     """
-    from core.grounding import log_likelihoods, node_similarity
-    from core.mapstore import open_map
-    from robot_app.sim import eval as ev
-    from robot_app.sim.eval_instructions import load_instructions, shipped_instructions
-    from robot_app.sim.world import load_world
-
     alphas = tuple(sorted(float(a) for a in settings.alphas))
     if not alphas or alphas[0] <= 0 or not all(math.isfinite(a) for a in alphas):
         raise ValueError(f"alphas: expected finite values > 0, got {settings.alphas}")
@@ -459,8 +453,6 @@ def write_tuning(models_dir, report: dict) -> Path:
     OSError
         The folder is not writable.
     """
-    from robot_app.sim import TUNING_FILE, _model_digest
-
     d = Path(models_dir)
     i = int(np.argmin(np.abs(np.log(np.asarray(report["alphas"])) - math.log(report["alpha"]))))
     doc = {"alpha": report["alpha"], "unit": "per VNM time step (core.search)",

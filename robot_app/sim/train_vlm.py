@@ -51,8 +51,18 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_app.sim.views import (BUILDING_SEEN_RANGE, CATEGORIES, FAR, PHRASES, SEEN_RANGE, ViewSet, render_views,
-                                 sample_poses)
+from models.clip import calibrate_min_cosine, open_clip_model
+from models.export.sim_vlm import MEAN, STD, embed_texts, export_sim_vlm, image_encoder, load_text_encoder
+from robot_app.sim.views import (
+    BUILDING_SEEN_RANGE,
+    CATEGORIES,
+    FAR,
+    PHRASES,
+    SEEN_RANGE,
+    ViewSet,
+    render_views,
+    sample_poses,
+)
 from robot_app.sim.world import load_world
 
 __all__ = ["train_sim_vlm", "retrieval_top_k", "alignment_loss", "TRAIN_TEMPLATES", "ABSENT_PHRASES"]
@@ -130,8 +140,6 @@ def _render(worlds, n_per_world: int, *, seed: int, bar, targeted_fraction: floa
 
 def _text_bank(text_encoder, tokenizer):
     """(M, 384) embeddings of every category's TRAIN phrasing x template, and each row's category."""
-    from models.export.sim_vlm import embed_texts
-
     texts, cat = [], []
     for ci, c in enumerate(CATEGORIES):
         for ph in PHRASES[c][0]:
@@ -182,8 +190,6 @@ def alignment_loss(cos, labels):
 
 def _train(train: ViewSet, bank, bank_cat, *, epochs: int, seed: int, batch: int = 64, bar=None):
     import torch
-
-    from models.export.sim_vlm import MEAN, STD, image_encoder
 
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -260,8 +266,6 @@ def _calibration_sets(clip, calib: ViewSet, worlds) -> list:
 def _evaluate(clip, held: ViewSet, worlds, calib: ViewSet | None = None) -> dict:
     """Retrieval top-3 / top-1 per world and overall, calibration of the logit scale (on ``calib`` when
     given) and min cosine."""
-    from models.clip import calibrate_min_cosine
-
     emb = clip.encode_images(list(held.images), batch_size=64)
     names = np.asarray(held.world)
     absent_emb = clip.encode_landmarks(list(ABSENT_PHRASES))
@@ -355,10 +359,7 @@ def train_sim_vlm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
     import torch
     from tqdm import tqdm
 
-    from models.clip import open_clip_model
-
     tqdm.monitor_interval = 0  # no tqdm monitor thread: nothing outlives the job
-    from models.export.sim_vlm import export_sim_vlm, load_text_encoder
 
     if isinstance(worlds, (str, os.PathLike)) or not worlds:
         raise ValueError(f"worlds: expected a non-empty list of world names or files, got {worlds!r}")

@@ -42,9 +42,25 @@ from typing import Sequence
 
 import numpy as np
 
-from robot_app.sim.vnm_data import (CONTEXT_SIZE, DIST_MAX_STEPS, FRAME_RATE_HZ, LEN_TRAJ_PRED, NEGATIVE_FACTOR,
-                                    MATCH_LATERAL_M, NOMINAL_SPEED_MPS, Drive, DriveFrames, RoutePlan, path_network,
-                                    random_route, simulate_drive, wrap_rad)
+from models.export.sim_vnm import build_sim_vnm, export_sim_vnm
+from models.vnm import open_vnm
+from robot_app.sim.render import WorldRenderer
+from robot_app.sim.vnm_data import (
+    CONTEXT_SIZE,
+    DIST_MAX_STEPS,
+    FRAME_RATE_HZ,
+    LEN_TRAJ_PRED,
+    MATCH_LATERAL_M,
+    NEGATIVE_FACTOR,
+    NOMINAL_SPEED_MPS,
+    Drive,
+    DriveFrames,
+    RoutePlan,
+    path_network,
+    random_route,
+    simulate_drive,
+    wrap_rad,
+)
 from robot_app.sim.world import World, load_world
 
 __all__ = ["Drive", "RoutePlan", "path_network", "random_route", "simulate_drive", "train_sim_vnm",
@@ -76,8 +92,6 @@ def _render_drives(worlds: list, plan: _Plan, *, seed: int, heldout: bool, progr
     """Training drives (random routes) or held-out route pairs (each route driven twice, another seed)."""
     from tqdm import tqdm
 
-    from robot_app.sim.render import WorldRenderer
-
     tqdm.monitor_interval = 0  # no monitor thread: nothing outlives the job
 
     rng = np.random.default_rng([seed, 1 if heldout else 0])
@@ -107,8 +121,6 @@ def _train(data: DriveFrames, plan: _Plan, *, seed: int, progress: bool):
     import torch
     import torch.nn.functional as F
     from tqdm import tqdm
-
-    from models.export.sim_vnm import build_sim_vnm
 
     tqdm.monitor_interval = 0
     torch.manual_seed(seed)
@@ -316,9 +328,6 @@ def train_sim_vnm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
         The export fails its parity checks.
     """
     import torch
-
-    from models.export.sim_vnm import export_sim_vnm
-    from models.vnm import open_vnm
 
     t_start = time.perf_counter()
     if isinstance(worlds, (World, str, os.PathLike)):

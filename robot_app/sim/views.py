@@ -40,8 +40,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from robot_app.mapping.image_prep import centre_crops
 from robot_app.sim.eval_truth import TruthParams, footprint_distance, object_size_m
-from robot_app.sim.world import BUILDING_COLOURS, CATALOGUE, Building, World
+from robot_app.sim.render import WorldRenderer
+from robot_app.sim.world import BUILDING_COLOURS, CATALOGUE, Building, World, _point_in_building
 
 __all__ = ["PHRASES", "CATEGORIES", "CLEAR_PX", "SEEN_RANGE", "BUILDING_SEEN_RANGE", "UNSURE_RANGE", "FAR",
            "FAR_RANGE", "MIN_RAYS", "view_range_m",
@@ -331,8 +333,6 @@ def _label_buildings(world: World, x_m: float, y_m: float, yaw_rad: float, tan_l
 
 
 def _inside_obstacle(world: World, x: float, y: float, things: list[_Thing], margin_m: float = 1.0) -> bool:
-    from robot_app.sim.world import _point_in_building
-
     if abs(x) > world.extent_m[0] / 2 - 1 or abs(y) > world.extent_m[1] / 2 - 1:
         return True
     if any(_point_in_building(x, y, b, margin_m=margin_m) for b in world.buildings):
@@ -468,9 +468,6 @@ def render_views(world: World, poses: np.ndarray, *, image_size: int, seed: int 
     """
     import cv2
     from PIL import Image
-
-    from robot_app.mapping.image_prep import centre_crops
-    from robot_app.sim.render import WorldRenderer
 
     rng = np.random.default_rng([int(seed), 7])
     which = rng.choice(len(sizes), size=len(poses), p=size_weights)

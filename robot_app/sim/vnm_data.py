@@ -17,6 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from firmware_bridge.kinematics import twist_to_wheels
+from models.export.vnm_export import IMAGENET_MEAN, IMAGENET_STD
 from robot_app.sim.explore import _PurePursuit
 from robot_app.sim.plant import WorldPlant
 from robot_app.sim.world import World
@@ -342,8 +343,6 @@ class DriveFrames:
     def images(self, idx: np.ndarray):
         """(len(idx), 3, H, W) float32 torch tensor, ImageNet-normalised as VnmModel.preprocess."""
         import torch
-
-        from models.export.vnm_export import IMAGENET_MEAN, IMAGENET_STD
 
         x = torch.from_numpy(self.frames[idx]).permute(0, 3, 1, 2).float().div_(255.0)
         mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)

@@ -20,6 +20,18 @@ import math
 
 import numpy as np
 
+from core.mapstore import open_map
+from core.tlog import read_log
+from models.vnm import open_vnm
+from robot_app.config import Config, nav_options
+from robot_app.mapping.map_build import decode_jpeg
+from robot_app.nav.policy import NavOptions
+from robot_app.nav.walk_following import WalkRules
+from robot_app.sim import eval_drive, shipped_models_dir, sim_nav_config
+from robot_app.sim.eval_truth import node_true_poses
+from robot_app.sim.eval_tune import true_graph
+from robot_app.sim.world import load_world
+
 __all__ = ["dev_walks", "drive_dev_walks"]
 
 log = logging.getLogger(__name__)
@@ -49,8 +61,6 @@ def dev_walks(xy: np.ndarray, yaw: np.ndarray, *, n: int = 30, seed: int = 0, mi
     """
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import dijkstra
-
-    from robot_app.sim.eval_tune import true_graph
 
     xy, yaw = np.asarray(xy, np.float64), np.asarray(yaw, np.float64).reshape(-1)
     if xy.ndim != 2 or xy.shape[1] != 2 or yaw.shape[0] != xy.shape[0]:
@@ -107,8 +117,6 @@ def drive_dev_walks(world, walks: list[list[int]], xy: np.ndarray, yaw: np.ndarr
     kind), ``near_turn`` (disengagements near a turn), ``rows`` (per walk: length_m, reached,
     disengagements, final_error_m).
     """
-    from robot_app.sim import eval_drive
-
     params = params or eval_drive.DriveParams()
     options = options or sim_options()
     camera = camera or {"width": 160, "height": 120, "hfov_deg": 90.0}
@@ -134,9 +142,6 @@ def drive_dev_walks(world, walks: list[list[int]], xy: np.ndarray, yaw: np.ndarr
 def sim_options():
     """The navigation policy's options as ``eval sim`` drives the sim VNM (:func:`robot_app.sim.sim_nav_config`
     of the default config)."""
-    from robot_app.config import Config, nav_options
-    from robot_app.sim import sim_nav_config
-
     return nav_options(sim_nav_config(Config()))
 
 
@@ -153,15 +158,6 @@ def main(argv: list[str] | None = None) -> int:
     import json
     from pathlib import Path
 
-    from core.mapstore import open_map
-    from core.tlog import read_log
-    from models.vnm import open_vnm
-    from robot_app.mapping.map_build import decode_jpeg
-    from robot_app.sim import shipped_models_dir
-    from robot_app.nav.policy import NavOptions
-    from robot_app.sim.eval_truth import node_true_poses
-    from robot_app.sim.world import load_world
-
     ap = argparse.ArgumentParser(prog="python -m robot_app.sim.vnm_devdrive", description=main.__doc__)
     ap.add_argument("eval_dir", type=Path)
     ap.add_argument("--world", required=True)
@@ -170,7 +166,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", type=Path, default=None)
     ap.add_argument("rules", nargs="*", metavar="RULE=VALUE")
     a = ap.parse_intermixed_args(argv)
-    from robot_app.nav.walk_following import WalkRules
 
     fields = {f.name: f.type for f in (*dataclasses.fields(NavOptions), *dataclasses.fields(WalkRules))
               if f.name != "rules"}

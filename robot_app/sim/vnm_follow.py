@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from robot_app.sim.explore import route_points
+from robot_app.sim.render import WorldRenderer
+from robot_app.sim.vnm_data import RoutePlan, simulate_drive
 from robot_app.sim.world import World, load_world
 
 __all__ = ["route_nodes"]
@@ -35,10 +38,6 @@ def route_nodes(world: World | str, route, *, spacing_m: float = 3.0, seed: int 
     ValueError
         A bad route, or the drive collided.
     """
-    from robot_app.sim.explore import route_points
-    from robot_app.sim.render import WorldRenderer
-    from robot_app.sim.vnm_data import RoutePlan, simulate_drive
-
     w = world if isinstance(world, World) else load_world(world)
     if isinstance(route, np.ndarray):  # route_points takes names or a list of points
         route = [tuple(map(float, p)) for p in route]

@@ -42,6 +42,10 @@ from pathlib import Path
 
 from aiohttp import web
 
+from robot_app.jobs.mission import MissionError
+from robot_app.jobs.task_jobs import TaskError
+from robot_app.mapping.recording import RecordingError
+
 log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).parent / "static"
@@ -150,10 +154,6 @@ def build_app(robot) -> web.Application:
             log.warning("UI: refused %s %s from %s: %s", request.method, request.path, request.remote, message)
             return _json_error(status, message)
         return await handler(request)
-
-    from robot_app.jobs.mission import MissionError
-    from robot_app.mapping.recording import RecordingError
-    from robot_app.jobs.task_jobs import TaskError
 
     @web.middleware
     async def refused(request: web.Request, handler):
