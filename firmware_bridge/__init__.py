@@ -8,8 +8,15 @@ Simulators on virtual serial ports: :mod:`firmware_bridge.sim`. Errors: :mod:`.e
 :class:`BridgeError`). Readings: :mod:`.readings`.
 """
 
-from firmware_bridge.errors import (BridgeError, BridgeTimeout, DeviceNotFound, EStopLatched, FrameError,
-                                    LinkLost, ProtocolMismatch)
+from firmware_bridge.errors import (
+    BridgeError,
+    BridgeTimeout,
+    DeviceNotFound,
+    EStopLatched,
+    FrameError,
+    LinkLost,
+    ProtocolMismatch,
+)
 
 __all__ = ["BridgeError", "BridgeTimeout", "DeviceNotFound", "EStopLatched", "FrameError", "LinkLost",
            "ProtocolMismatch"]

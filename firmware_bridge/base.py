@@ -31,8 +31,16 @@ from firmware_bridge.errors import EStopLatched, FrameError, LinkLost, ProtocolM
 from firmware_bridge.kinematics import VelocityLimiter, twist_to_wheels
 from firmware_bridge.nmea import NmeaDecoder
 from firmware_bridge.readings import BaseStatus, ImuReading, WheelFeedback, WheelState
-from firmware_bridge.rosserial import (REQUEST_TOPICS, TOPIC_LOG, TOPIC_PUBLISHER, TOPIC_SUBSCRIBER,
-                                       TOPIC_TIME, TX_STOP, FrameDecoder, encode_frame)
+from firmware_bridge.rosserial import (
+    REQUEST_TOPICS,
+    TOPIC_LOG,
+    TOPIC_PUBLISHER,
+    TOPIC_SUBSCRIBER,
+    TOPIC_TIME,
+    TX_STOP,
+    FrameDecoder,
+    encode_frame,
+)
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ Units are SI and frames follow REP-103 (x forward, y left, z up) unless a field 
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = ["WheelState", "WheelFeedback", "BaseStatus", "ImuReading", "GpsFix", "GpsNoFix"]
 

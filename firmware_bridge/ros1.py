@@ -14,7 +14,7 @@ for a payload that is too short, too long or not UTF-8 where a string is expecte
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 from firmware_bridge.errors import FrameError

@@ -55,7 +55,7 @@ def _alts(names: Sequence[str]) -> str:
 def property_grammar(known: Sequence[str]) -> str:
     """``Yes: known[, known]`` or ``No: new-name[, new-name]`` (new names: lower-case words with
     hyphens)."""
-    yes = f'"Yes: " known (", " known)?' if known else None
+    yes = '"Yes: " known (", " known)?' if known else None
     rules = ["root ::= " + " | ".join(x for x in (yes, '"No: " new (", " new)?') if x)]
     if known:
         rules.append(f"known ::= {_alts(known)}")

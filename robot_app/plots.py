@@ -9,7 +9,6 @@ import numpy as np
 
 from robot_app.errors import UsageError
 
-
 PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 

@@ -5,8 +5,7 @@ a diagnoser (LLM or offline) explains the failure observation as a missing preco
 or object, the knowledge is refined and the planner replans (:mod:`core.lasp.loop`, Algorithm 1).
 """
 
-from core.lasp.diagnosis import (BeliefSensing, Candidate, DiagnosisContext, Failure,
-                                 OfflineDiagnoser)
+from core.lasp.diagnosis import BeliefSensing, Candidate, DiagnosisContext, Failure, OfflineDiagnoser
 from core.lasp.environment import Outcome, SimulatedEnvironment
 from core.lasp.loop import LoopConfig, RunResult, run_lasp
 from core.lasp.model import GroundAction, PddlError, State, Task

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from core.lasp.model import GroundAction, PddlError, State, Task, describe_name
-from core.lasp.sexpr import fnode_to_sexpr, fnode_text, fluent_names, to_text
+from core.lasp.sexpr import fluent_names, fnode_text, fnode_to_sexpr, to_text
 
 log = logging.getLogger(__name__)
 

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from core.lasp.diagnosis import Candidate, DiagnosisContext, Failure
-from core.lasp.knowledge import (LearnedObject, LearnedPrecondition, add_object, adopt_property,
-                                 to_pddl_diff)
+from core.lasp.knowledge import LearnedPrecondition, add_object, adopt_property, to_pddl_diff
 from core.lasp.model import PddlError, State, Task
 from core.lasp.planner import PlanStatus, solve
 from core.lasp.sexpr import PddlSyntaxError

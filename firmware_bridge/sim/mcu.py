@@ -24,8 +24,14 @@ import random
 import time
 
 from firmware_bridge import ros1
-from firmware_bridge.rosserial import (TOPIC_PUBLISHER, TOPIC_SUBSCRIBER, TOPIC_TIME, TOPIC_TX_STOP,
-                                       FrameDecoder, encode_frame)
+from firmware_bridge.rosserial import (
+    TOPIC_PUBLISHER,
+    TOPIC_SUBSCRIBER,
+    TOPIC_TIME,
+    TOPIC_TX_STOP,
+    FrameDecoder,
+    encode_frame,
+)
 from firmware_bridge.sim.nmea_gen import enu_to_latlon, format_rmc
 from firmware_bridge.sim.plant import Plant
 from firmware_bridge.sim.vport import VirtualPort

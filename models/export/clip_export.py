@@ -26,8 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from models.clip_preprocess import build_tokenizer_json
-from models.export.common import (ExportError, assert_close, assert_varies, clear_sidecars, export_onnx, io_spec,
-                                  ort_run)
+from models.export.common import ExportError, assert_close, assert_varies, clear_sidecars, export_onnx, io_spec, ort_run
 from models.sidecar import write_sidecar
 
 log = logging.getLogger(__name__)
@@ -131,8 +130,8 @@ def export_clip(out_dir: str | os.PathLike, *, arch: str = "ViT-B-32", pretraine
     import open_clip
     import torch
     import torch.nn.functional as F
-    from PIL import Image
     from open_clip.tokenizer import SimpleTokenizer
+    from PIL import Image
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -28,8 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.export.common import (ExportError, assert_close, assert_varies, clear_sidecars, export_onnx, io_spec,
-                                  ort_run)
+from models.export.common import ExportError, assert_close, assert_varies, clear_sidecars, export_onnx, io_spec, ort_run
 from models.sidecar import write_sidecar
 
 log = logging.getLogger(__name__)

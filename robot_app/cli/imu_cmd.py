@@ -203,6 +203,7 @@ def synthetic_drive(*, duration_s: float, gps_sigma_m: float, seed: int = 0, ori
 
 def _bench(args, config) -> int:
     import json
+
     import numpy as np
     import utm
 

@@ -89,7 +89,6 @@ def _task(domain: str, problem: str):
 def make_diagnoser(config, choice: str | None):
     """Build the diagnoser ``choice`` (auto/llm/offline); returns ``(factory, description, closer)``."""
     from core.lasp.diagnosis import OfflineDiagnoser
-
     from robot_app.route.landmark_parsing import llm_model_path, open_configured_llm
 
     choice = choice or config.lasp.diagnoser

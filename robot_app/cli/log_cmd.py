@@ -66,9 +66,9 @@ def _info(args, config) -> int:
 def _verify(args, config) -> int:
     """Exit 0: every table matches; 1: a table does not (the message names it); 2: not a log."""
     import sys
+    from pathlib import Path
 
     from core.tlog import LOG_FILE, LogFormatError, verify_log
-    from pathlib import Path
 
     if not (Path(args.log) / LOG_FILE).is_file():
         raise UsageError(f"{args.log}: not a traversal log (no {LOG_FILE})")

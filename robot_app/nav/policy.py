@@ -81,8 +81,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.control import (line_follow_velocity, passed_end, polyline_distance, waypoint_to_velocity,
-                          wrap_angle)
+from core.control import line_follow_velocity, passed_end, polyline_distance, waypoint_to_velocity, wrap_angle
 from robot_app.nav.pursuit import PathPursuit
 from robot_app.nav.walk_following import WalkRules, WalkTracker, stretch_yaw, vnm_nodes, walk_stretches
 

@@ -24,10 +24,10 @@ import time
 
 import numpy as np
 
-from robot_app.nav.policy import NavPolicy, Outcome, Walk
 from robot_app.mapping.map_build import decode_jpeg
-from robot_app.nav.shell import WalkShell
 from robot_app.nav.gps import PoseEstimator, RunReport
+from robot_app.nav.policy import NavPolicy, Outcome, Walk
+from robot_app.nav.shell import WalkShell
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ After any start the robot is idle: nothing resumes a route on its own. SIGTERM /
 from __future__ import annotations
 
 import asyncio
-import secrets
 import logging
 import math
+import secrets
 import signal
 import time
 

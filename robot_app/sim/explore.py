@@ -19,10 +19,10 @@ import numpy as np
 
 from core.tlog import TraversalLogWriter
 from firmware_bridge.kinematics import twist_to_wheels
+from robot_app.mapping.synthetic_logs import enu_to_latlon
 from robot_app.sim.plant import GpsView, WorldPlant
 from robot_app.sim.render import WorldRenderer
 from robot_app.sim.world import World, load_world
-from robot_app.mapping.synthetic_logs import enu_to_latlon
 
 __all__ = ["ExplorationReport", "record_exploration", "route_points"]
 

@@ -3,9 +3,17 @@ import math
 import numpy as np
 import pytest
 
-from core.control import (WindowLocaliser, advance_along, faces_travel, line_follow_velocity, near_sharp_turns,
-                          passed_end,
-                          polyline_distance, waypoint_to_velocity, wrap_angle)
+from core.control import (
+    WindowLocaliser,
+    advance_along,
+    faces_travel,
+    line_follow_velocity,
+    near_sharp_turns,
+    passed_end,
+    polyline_distance,
+    waypoint_to_velocity,
+    wrap_angle,
+)
 
 
 def test_waypoint_rule_matches_gnm():

@@ -110,8 +110,8 @@ def test_own_instruction_set_meets_target():
     assert _mean_success(items) >= 0.95
 
 
-def test_shared_development_set_meets_target(shared_data):
-    items = _load(shared_data / "landmark_instructions.jsonl")
+def test_shared_development_set_meets_target(dev_data):
+    items = _load(dev_data / "landmark_instructions.jsonl")
     assert _mean_success(items) >= 0.95
 
 

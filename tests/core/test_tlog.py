@@ -8,7 +8,6 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pytest
 
 from core.tlog import LogFormatError, TraversalLogWriter, frame_positions, read_log

@@ -142,8 +142,8 @@ def test_derived_scenario_for_a_world_without_one():
 
 # -- report ------------------------------------------------------------------------------------------------
 def _fake_ctx(tmp_path):
-    from robot_app.demo.onboard import PathRecorder
     from robot_app.config import Config
+    from robot_app.demo.onboard import PathRecorder
 
     world = load_world("campus")
     poses = _straight_north(20)

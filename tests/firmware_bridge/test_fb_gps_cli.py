@@ -10,8 +10,8 @@ from robot_app.cli import main
 
 
 @pytest.mark.parametrize("name,fixes", [("garmin15x.log", 7), ("gr8013-w.log", 3), ("ublox-lea-5q.log", 0)])
-def test_decode_json_counts(shared_data, capsys, name, fixes):
-    assert main(["gps", "decode", str(shared_data / "nmea" / name), "--json"]) == 0
+def test_decode_json_counts(dev_data, capsys, name, fixes):
+    assert main(["gps", "decode", str(dev_data / "nmea" / name), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert {"lines", "fixes", "no_fix", "bad"} <= set(out)
     assert out["fixes"] == fixes == len(out["positions"])
@@ -38,14 +38,14 @@ def test_decode_usage_errors(tmp_path, capsys):
     assert "cannot open" in capsys.readouterr().err
 
 
-def test_decode_from_a_serial_port(tmp_path, shared_data, capsys, arun):
+def test_decode_from_a_serial_port(tmp_path, dev_data, capsys, arun):
     import asyncio
 
     from firmware_bridge.sim.gps import GpsReceiverSim, read_nmea_log
     from firmware_bridge.sim.vport import VirtualPort
 
     async def body():
-        lines = read_nmea_log(shared_data / "nmea" / "garmin15x.log")
+        lines = read_nmea_log(dev_data / "nmea" / "garmin15x.log")
         port = VirtualPort(tmp_path / "gps")
         async with GpsReceiverSim(port, lines=lines, lines_per_s=200.0, loop=True):
             return await asyncio.to_thread(main, ["gps", "decode", "--port", port.path, "--duration", "1.0", "--json"])

@@ -16,8 +16,8 @@ from firmware_bridge.sim.vport import VirtualPort
 
 
 @pytest.mark.parametrize("name", ["garmin15x.log", "gr8013-w.log", "ublox-lea-5q.log"])
-def test_real_log_replayed_through_a_virtual_port(tmp_path, shared_data, arun, name):
-    lines = read_nmea_log(shared_data / "nmea" / name)
+def test_real_log_replayed_through_a_virtual_port(tmp_path, dev_data, arun, name):
+    lines = read_nmea_log(dev_data / "nmea" / name)
     offline = NmeaDecoder()
     expected = [r for r in (offline.decode_line(ln, 0.0) for ln in lines) if isinstance(r, GpsFix)]
 

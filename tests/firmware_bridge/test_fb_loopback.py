@@ -37,11 +37,11 @@ def test_reconnect_and_drive_over_loopback(arun):
     arun(body)
 
 
-def test_gps_replay_over_loopback(arun, shared_data):
+def test_gps_replay_over_loopback(arun, dev_data):
     from firmware_bridge.sim.gps import read_nmea_log
 
     async def body():
-        lines = read_nmea_log(shared_data / "nmea" / "garmin15x.log")
+        lines = read_nmea_log(dev_data / "nmea" / "garmin15x.log")
         port = LoopbackPort("gps-lb")
         async with port, NmeaGps(port.path) as gps:
             await gps.wait_connected(1.0)

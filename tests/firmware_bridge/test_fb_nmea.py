@@ -24,8 +24,8 @@ def _with_cs(body: str) -> str:
 
 
 @pytest.mark.parametrize("name", LOGS)
-def test_real_logs_every_line_accounted_and_fixes_match(shared_data, name):
-    lines = _lines(shared_data / "nmea" / name)
+def test_real_logs_every_line_accounted_and_fixes_match(dev_data, name):
+    lines = _lines(dev_data / "nmea" / name)
     dec = NmeaDecoder()
     out = [dec.decode_line(ln, 0.0) for ln in lines]
     s = dec.stats
@@ -47,9 +47,9 @@ def test_real_logs_every_line_accounted_and_fixes_match(shared_data, name):
         assert f.quality > 0
 
 
-def test_real_log_details(shared_data):
+def test_real_log_details(dev_data):
     dec = NmeaDecoder()
-    out = [dec.decode_line(ln, 0.0) for ln in _lines(shared_data / "nmea" / "gr8013-w.log")]
+    out = [dec.decode_line(ln, 0.0) for ln in _lines(dev_data / "nmea" / "gr8013-w.log")]
     fix = [o for o in out if isinstance(o, GpsFix) and o.source == "GGA"][0]
     assert fix.talker == "GN" and fix.satellites == 12 and fix.hdop == pytest.approx(0.93)
     assert fix.altitude_m == pytest.approx(62.6)
@@ -62,7 +62,7 @@ def test_real_log_details(shared_data):
     assert later.speed_mps == pytest.approx(0.049 / 3.6)
 
     dec = NmeaDecoder()
-    out = [dec.decode_line(ln, 0.0) for ln in _lines(shared_data / "nmea" / "ublox-lea-5q.log")]
+    out = [dec.decode_line(ln, 0.0) for ln in _lines(dev_data / "nmea" / "ublox-lea-5q.log")]
     assert dec.stats.fixes == 0 and dec.stats.no_fix > 0
     assert all(not isinstance(o, GpsFix) for o in out)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from fb_msgdefs import typestore
+
 from firmware_bridge import ros1
 from firmware_bridge.errors import FrameError
 

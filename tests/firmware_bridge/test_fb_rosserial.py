@@ -9,8 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from firmware_bridge import ros1
-from firmware_bridge.rosserial import (REQUEST_TOPICS, TX_STOP, Frame, FrameDecoder, decode_frame,
-                                       encode_frame, MAX_PAYLOAD_BYTES)
+from firmware_bridge.rosserial import (
+    MAX_PAYLOAD_BYTES,
+    REQUEST_TOPICS,
+    TX_STOP,
+    Frame,
+    FrameDecoder,
+    decode_frame,
+    encode_frame,
+)
 
 
 def test_reserved_frames_match_protocol_document():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
@@ -42,11 +41,11 @@ def test_sim_devices_bad_arguments(capsys, argv, match):
     assert match in capsys.readouterr().err
 
 
-def test_all_drivers_against_all_simulators(tmp_path, shared_data, arun):
+def test_all_drivers_against_all_simulators(tmp_path, dev_data, arun):
     from firmware_bridge.sim.gps import read_nmea_log
 
     async def body():
-        lines = read_nmea_log(shared_data / "nmea" / "gr8013-w.log")
+        lines = read_nmea_log(dev_data / "nmea" / "gr8013-w.log")
         async with SimulatedDevices(tmp_path, gps_lines=lines) as sims:
             async with JackalBase(sims.ports["jackal"], robot=RobotConfig()) as base, \
                     NmeaGps(sims.ports["gps"]) as gps, MipImu(sims.ports["imu"]) as imu:

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from core.lasp.knowledge import (LearnedFluent, LearnedObject, LearnedPrecondition, apply_edits,
-                                 parse_pddl_diff, to_pddl_diff)
+from core.lasp.knowledge import (
+    LearnedFluent,
+    LearnedObject,
+    LearnedPrecondition,
+    apply_edits,
+    parse_pddl_diff,
+    to_pddl_diff,
+)
 from core.lasp.sexpr import PddlSyntaxError
 
 TEXT = """; robot-app LASP learned knowledge, format 1

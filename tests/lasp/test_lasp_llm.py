@@ -10,10 +10,23 @@ from core.lasp.benchmark import TASK_TEXT
 from core.lasp.diagnosis import DiagnosisContext, Failure
 from core.lasp.model import GroundAction
 from core.lasp.sexpr import PddlSyntaxError
-from models.lasp_llm import (REASONS_GBNF, ROLES, SENTENCE_GBNF, LlmDiagnoser, cause_prompt,
-                             check_pddl_answer, object_prompt, one_of_grammar, parse_property_answer,
-                             parse_reasons, pddl_grammar, precondition_prompt, property_grammar,
-                             property_prompt, translate_prompt)
+from models.lasp_llm import (
+    REASONS_GBNF,
+    ROLES,
+    SENTENCE_GBNF,
+    LlmDiagnoser,
+    cause_prompt,
+    check_pddl_answer,
+    object_prompt,
+    one_of_grammar,
+    parse_property_answer,
+    parse_reasons,
+    pddl_grammar,
+    precondition_prompt,
+    property_grammar,
+    property_prompt,
+    translate_prompt,
+)
 from models.llm import validate_gbnf
 
 

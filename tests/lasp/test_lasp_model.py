@@ -6,8 +6,7 @@ import pytest
 
 from core.lasp.model import GroundAction, PddlError, State, Task, pddl_descriptions
 from core.lasp.planner import validate
-from core.lasp.sexpr import (PddlSyntaxError, fnode_text, fluent_names, parse_many, parse_sexpr,
-                             to_text)
+from core.lasp.sexpr import PddlSyntaxError, fluent_names, fnode_text, parse_many, parse_sexpr, to_text
 from tests.lasp.conftest import SMALL_DOMAIN, SMALL_PROBLEMS, read
 
 

@@ -11,7 +11,12 @@ pytest.importorskip("llama_cpp", reason="llama-cpp-python (extra 'llm') is not i
 pytest.importorskip("gguf", reason="gguf (extra 'llm') is not installed")
 
 from models.llm import (  # noqa: E402
-    LANDMARK_LIST_GBNF, GrammarError, LlmError, LlmTimeout, extract_landmarks_llm, make_tiny_gguf,
+    LANDMARK_LIST_GBNF,
+    GrammarError,
+    LlmError,
+    LlmTimeout,
+    extract_landmarks_llm,
+    make_tiny_gguf,
     open_llm,
 )
 from models.llm.grammar import MAX_LIST_ITEMS, MAX_PHRASE_WORDS  # noqa: E402

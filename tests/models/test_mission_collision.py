@@ -16,9 +16,8 @@ from pathlib import Path
 from firmware_bridge.sim.devices import SimulatedDevices
 from robot_app.cli import main
 from robot_app.config import Config
-from robot_app.service.app import App
 from robot_app.mapping.synthetic_logs import write_synthetic_log
-
+from robot_app.service.app import App
 from tests.robot_app.test_record_a_map import ORIGIN
 
 

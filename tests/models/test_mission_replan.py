@@ -17,10 +17,9 @@ import numpy as np
 from firmware_bridge.sim.devices import SimulatedDevices
 from robot_app.cli import main
 from robot_app.config import Config, nav_options
-from robot_app.service.app import App
 from robot_app.mapping.synthetic_logs import write_synthetic_log
 from robot_app.nav.vnm import VnmNavigator
-
+from robot_app.service.app import App
 from tests.models.test_vnm_navigator import _ScriptedGps
 from tests.robot_app.test_record_a_map import ORIGIN, write_video
 

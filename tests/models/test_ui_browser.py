@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-
 from tests.models.test_ui_route import route_setup, running_app  # noqa: F401 - the shared fixture
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -15,8 +15,8 @@ import pytest
 from firmware_bridge.sim.devices import SimulatedDevices
 from robot_app.cli import main
 from robot_app.config import Config
-from robot_app.service.app import App
 from robot_app.mapping.synthetic_logs import write_synthetic_log
+from robot_app.service.app import App
 from robot_app.ui.server import UiConfigError
 
 ORIGIN = (52.5148, 13.4643)

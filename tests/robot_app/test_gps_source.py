@@ -11,8 +11,8 @@ from robot_app.config import Config
 from robot_app.service.app import App
 
 
-def test_status_reads_the_separate_receiver(tmp_path, shared_data):
-    lines = read_nmea_log(shared_data / "nmea" / "garmin15x.log")
+def test_status_reads_the_separate_receiver(tmp_path, dev_data):
+    lines = read_nmea_log(dev_data / "nmea" / "garmin15x.log")
     base = Config()
 
     async def main_():

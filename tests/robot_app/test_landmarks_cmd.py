@@ -172,8 +172,8 @@ def test_eval_landmarks_bad_files(capsys, tmp_path, content, fragment):
     assert fragment in capsys.readouterr().err
 
 
-def test_eval_on_the_shared_set_meets_target(capsys, shared_data):
-    rc, out = run_json(capsys, ["eval", "landmarks", str(shared_data / "landmark_instructions.jsonl"),
+def test_eval_on_the_shared_set_meets_target(capsys, dev_data):
+    rc, out = run_json(capsys, ["eval", "landmarks", str(dev_data / "landmark_instructions.jsonl"),
                                 "--parser", "rules", "--json"])
     assert rc == 0 and out["extraction_success"] >= 0.95
 

@@ -11,8 +11,20 @@ import pytest
 
 from core.control import polyline_distance, wrap_angle
 from robot_app.config import Config, nav_options
-from robot_app.nav.policy import (FAILED, Directive, Driver, NavPolicy, Observation, Outcome, Phase, Pose, TraceRow,
-                                  VnmOutput, VnmRequest, Walk)
+from robot_app.nav.policy import (
+    FAILED,
+    Directive,
+    Driver,
+    NavPolicy,
+    Observation,
+    Outcome,
+    Phase,
+    Pose,
+    TraceRow,
+    VnmOutput,
+    VnmRequest,
+    Walk,
+)
 
 OPTS = nav_options(Config())
 RATE_HZ = 4.0  # VNM frame rate: a VNM step every 0.25 s

@@ -10,9 +10,9 @@ import numpy as np
 
 from firmware_bridge.sim.devices import SimulatedDevices
 from robot_app.config import Config, nav_options
+from robot_app.mapping.synthetic_logs import enu_to_latlon
 from robot_app.nav.gps import GpsNavigator
 from robot_app.service.app import App
-from robot_app.mapping.synthetic_logs import enu_to_latlon
 
 ORIGIN = (52.5148, 13.4643)
 

@@ -13,8 +13,8 @@ import numpy as np
 from core.mapstore import open_map
 from core.tlog import read_log
 from firmware_bridge.sim.devices import SimulatedDevices
-from robot_app.config import Config
 from robot_app.commands import Source
+from robot_app.config import Config
 from robot_app.service.app import App
 
 ORIGIN = (52.5148, 13.4643)

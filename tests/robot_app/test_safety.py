@@ -11,8 +11,8 @@ import pytest
 from firmware_bridge.readings import BaseStatus, GpsFix, ImuReading, WheelFeedback, WheelState
 from firmware_bridge.sim.devices import SimulatedDevices
 from robot_app.config import Config, SafetyConfig
-from robot_app.sensing.safety import SafetyMonitor
 from robot_app.mapping.synthetic_logs import enu_to_latlon
+from robot_app.sensing.safety import SafetyMonitor
 
 
 class Readings:
@@ -93,8 +93,8 @@ def test_geofence_around_the_map():
 
 
 def test_low_battery_on_the_simulated_robot_refuses_autonomy(tmp_path):
-    from robot_app.jobs.mission import MissionError
     from robot_app.commands import Source
+    from robot_app.jobs.mission import MissionError
     from robot_app.service.app import App
 
     base = Config()

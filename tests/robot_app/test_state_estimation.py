@@ -13,12 +13,16 @@ import pytest
 import utm
 
 from firmware_bridge.sim.devices import SimulatedDevices
-from robot_app.config import Config, ConfigError, config_from_mapping, nav_options
 from robot_app.commands import Source
-from robot_app.service.app import App
-from robot_app.sensing.state_estimation import (MagCalibration, MagCalibrationError,
-                                        fit_planar_mag_calibration, wrap_angle)
+from robot_app.config import Config, ConfigError, config_from_mapping, nav_options
 from robot_app.mapping.synthetic_logs import enu_to_latlon
+from robot_app.sensing.state_estimation import (
+    MagCalibration,
+    MagCalibrationError,
+    fit_planar_mag_calibration,
+    wrap_angle,
+)
+from robot_app.service.app import App
 
 ORIGIN = (52.5148, 13.4643)
 

@@ -16,9 +16,9 @@ from evdev import InputEvent, ecodes  # noqa: E402
 from firmware_bridge.sim.devices import SimulatedDevices  # noqa: E402
 from robot_app.commands import CommandMux, Source  # noqa: E402
 from robot_app.config import Config, ConfigError, config_from_mapping, nav_options  # noqa: E402
+from robot_app.mapping.synthetic_logs import enu_to_latlon  # noqa: E402
 from robot_app.nav.gps import GpsNavigator  # noqa: E402
 from robot_app.service.app import App  # noqa: E402
-from robot_app.mapping.synthetic_logs import enu_to_latlon  # noqa: E402
 from robot_app.service.teleop import AxisRange, GamepadMapper, TeleopComponent  # noqa: E402
 
 ORIGIN = (52.5148, 13.4643)
@@ -196,8 +196,8 @@ def test_virtual_pad_through_uinput_drives_the_simulated_robot(tmp_path):
 
 def test_a_route_started_while_the_deadman_is_held_is_taken_over_at_once():
     """Go pressed on the screen while the operator holds the deadman: the pad keeps the robot."""
-    from robot_app.jobs.mission import MissionExecutive
     from robot_app.interfaces import Sensors
+    from robot_app.jobs.mission import MissionExecutive
 
     async def main():
         app = type("A", (), {})()

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
-
-import dataclasses
 
 from robot_app.config import nav_options
 from robot_app.interfaces import Sensors
@@ -123,8 +122,8 @@ def test_vnm_nav_config_defaults_are_gnms_and_bad_values_are_named(tmp_path):
 def test_vnm_navigator_takes_its_rules_from_the_config(tmp_path):
     from models.vnm import open_vnm
     from robot_app.config import load_config
-    from robot_app.sim import shipped_models_dir
     from robot_app.nav.vnm import VnmNavigator
+    from robot_app.sim import shipped_models_dir
 
     p = tmp_path / "c.toml"
     p.write_text("[vnm_nav]\nwindow = 6\ngoal_confirm_steps = 3\nrecover_window = 12\nwaypoint_index = 9\n")
@@ -169,8 +168,8 @@ def test_route_jobs_use_map_headings_only_from_maps_that_smooth_them(caplog):
     the route job then passes none (the VNM drives the whole walk) and says to rebuild the map."""
     from types import SimpleNamespace
 
-    from robot_app.mapping.map_build import HEADINGS_METHOD
     from robot_app.jobs.mission import MissionExecutive
+    from robot_app.mapping.map_build import HEADINGS_METHOD
 
     nodes = SimpleNamespace(heading_rad=np.array([0.0, 0.5, 1.0, 1.5]))
     new = SimpleNamespace(metadata={"build": {"node_headings": HEADINGS_METHOD}}, nodes=nodes)
@@ -199,8 +198,8 @@ def test_vnm_navigator_sends_sharp_turns_to_gps_when_configured():
     from types import SimpleNamespace
 
     from robot_app.config import Config
-    from robot_app.nav.gps import PoseEstimator
     from robot_app.mapping.synthetic_logs import enu_to_latlon
+    from robot_app.nav.gps import PoseEstimator
     from robot_app.nav.vnm import VnmNavigator
 
     xy = np.array([[0.0, 2.5 * k] for k in range(9)] + [[2.5 * k, 20.0] for k in range(1, 9)])
@@ -226,8 +225,8 @@ def test_vnm_navigator_gives_the_start_of_a_walk_to_gps_after_a_loss():
     from types import SimpleNamespace
 
     from robot_app.config import Config
-    from robot_app.nav.gps import PoseEstimator
     from robot_app.mapping.synthetic_logs import enu_to_latlon
+    from robot_app.nav.gps import PoseEstimator
     from robot_app.nav.vnm import VnmNavigator
 
     xy = np.array([[0.0, 2.5 * k] for k in range(9)])  # 20 m north, a node every 2.5 m

@@ -13,8 +13,12 @@ import pytest
 
 from core.landmarks import parse_landmarks
 from robot_app.sim.eval_drive import DriveParams, SimWalk, drive_walk, polyline_distance
-from robot_app.sim.eval_instructions import (InstructionFileError, instructions_from_mapping, load_instructions,
-                                             shipped_instructions)
+from robot_app.sim.eval_instructions import (
+    InstructionFileError,
+    instructions_from_mapping,
+    load_instructions,
+    shipped_instructions,
+)
 from robot_app.sim.eval_truth import TruthParams, landmark_nodes, node_true_poses, truth_node_sets
 from robot_app.sim.world import load_world, world_from_mapping
 

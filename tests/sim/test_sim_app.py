@@ -13,14 +13,14 @@ import pytest
 
 from firmware_bridge.readings import GpsFix
 from firmware_bridge.sim.devices import SimulatedDevices
+from robot_app.commands import Source
 from robot_app.config import Config, nav_options
 from robot_app.mapping.map_build import decode_jpeg
-from robot_app.commands import Source
+from robot_app.mapping.synthetic_logs import enu_to_latlon
 from robot_app.service.app import App
 from robot_app.sim.camera import SimCamera, set_active_plant
 from robot_app.sim.plant import WorldPlant
 from robot_app.sim.world import load_world
-from robot_app.mapping.synthetic_logs import enu_to_latlon
 
 pytest.importorskip("pybullet")
 
@@ -137,8 +137,8 @@ def _follow_with_sim_vnm(tmp_path, world, jpegs, walk_latlon, headings, start):
 
     import robot_app
     from robot_app.nav.gps import GpsNavigator
-    from robot_app.sim import sim_nav_config
     from robot_app.nav.vnm import VnmNavigator
+    from robot_app.sim import sim_nav_config
 
     shipped = Path(robot_app.__file__).resolve().parent / "data" / "models" / "sim"
     models = tmp_path / "models"
