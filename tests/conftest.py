@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+DATA_DIR = REPO_ROOT / "tests" / "data"
 
 # Keep numba's on-disk cache inside the checkout so a clean clone starts cold and CI stays hermetic.
 os.environ.setdefault("NUMBA_CACHE_DIR", str(REPO_ROOT / ".numba_cache"))
@@ -44,8 +44,7 @@ def _no_leaked_threads():
 
 
 @pytest.fixture
-def shared_data() -> Path:
-    """``../shared/data`` (development data next to the checkout)."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared development data not found at {SHARED_DATA}")
-    return SHARED_DATA
+def dev_data() -> Path:
+    """``tests/data``: the real NMEA captures, the landmark development set, the LASP cases
+    (``tests/data/README.md`` lists them with their licences)."""
+    return DATA_DIR
