@@ -223,13 +223,32 @@ def _run(args, config) -> int:
             log.info("simulated world %s: ports %s", plant.world.name, sims.ports)
             if args.duration is not None:
                 asyncio.get_running_loop().call_later(args.duration, app.request_stop, "--duration passed")
-            return await app.run()
+            announce = asyncio.ensure_future(_announce_ui(app))
+            try:
+                return await app.run()
+            finally:
+                announce.cancel()
 
     try:
         with tempfile.TemporaryDirectory(prefix="robot-app-sim-") as d:
             return asyncio.run(main(d))
     finally:
         set_active_plant(None)
+
+
+async def _announce_ui(app) -> None:
+    """Print the touchscreen's address with the session token once the UI listens (a desk has no kiosk
+    launcher to pass it): open it in a browser to operate the simulated robot."""
+    import asyncio
+
+    if app.ui is None:
+        print("touchscreen: off ([ui] enabled = false)", flush=True)
+        return
+    while app.ui.port is None:
+        await asyncio.sleep(0.1)
+    host = app.config.ui.host
+    print(f"touchscreen: http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{app.ui.port}/#token={app.ui_token}",
+          flush=True)
 
 
 def _bench(args, config) -> int:

@@ -60,6 +60,19 @@ def test_run_app_in_the_world_stops_after_duration(tmp_path):
     assert main(["--config", str(cfg), "sim", "run", "--world", "campus", "--duration", "1.5"]) == 0
 
 
+def test_run_prints_the_touchscreen_address_with_its_token(tmp_path, capsys):
+    """On a desk there is no kiosk launcher: `sim run` prints the page's address with the session token
+    (the page reads it from the URL fragment, as the kiosk unit passes it)."""
+    import re
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[ui]\nport = 0\nsecret_file = ""\n[paths]\nmodels_dir = "{tmp_path}/none"\n'
+                   '[camera]\nwidth = 32\nheight = 24\nfps = 4.0\n')
+    assert main(["--config", str(cfg), "sim", "run", "--world", "campus", "--duration", "2.5"]) == 0
+    m = re.search(r"^touchscreen: http://127\.0\.0\.1:(\d+)/#token=([\w-]{20,})$", capsys.readouterr().out, re.M)
+    assert m, "no touchscreen line"
+
+
 def test_bench_sim_prints_figures(capsys):
     assert main(["bench", "sim", "--frames", "2", "--json"]) == 0
     fig = json.loads(capsys.readouterr().out)
