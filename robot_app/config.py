@@ -118,7 +118,7 @@ class SerialConfig:
 
 @dataclass(frozen=True)
 class ModelsConfig:
-    """ONNX Runtime models (CLIP, VNM, text embedding) in ``[paths] models_dir``; see README "Models"."""
+    """ONNX Runtime models (CLIP, VNM, text embedding) in ``[paths] models_dir``; see docs/models.md."""
 
     providers: list[str] = _opt(["CUDAExecutionProvider", "CPUExecutionProvider"],
                                 choices=("TensorrtExecutionProvider", "CUDAExecutionProvider",
@@ -144,7 +144,7 @@ class ModelsConfig:
 
 @dataclass(frozen=True)
 class LaspConfig:
-    """LASP task planning with incomplete PDDL knowledge (Chen et al., RSS 2024; README "Task planning")."""
+    """LASP task planning with incomplete PDDL knowledge (Chen et al., RSS 2024; docs/lasp.md)."""
 
     engine: str = _opt("kairos", choices=("kairos", "enhsp"), doc="symbolic planner (enhsp needs Java)")
     planner_timeout_s: float = _opt(10.0, min=0.1, max=600.0, doc="time limit of one planner call")
@@ -167,7 +167,7 @@ class LaspConfig:
 
 @dataclass(frozen=True)
 class LlmConfig:
-    """Local LLM (llama.cpp) for landmark extraction and LASP; README "Landmark extraction"."""
+    """Local LLM (llama.cpp) for landmark extraction and LASP; docs/landmarks.md."""
 
     model_file: str = _opt("llm.gguf", doc="GGUF model (file name in models_dir); missing = rule-based parser")
     n_ctx: int = _opt(2048, min=256, max=131072, doc="context window, tokens (prompt + answer)")
@@ -247,7 +247,7 @@ class VnmNavConfig:
     goal_confirm_steps: int = _opt(6, min=1, max=100,
                                    doc="consecutive steps localised on the last node, driving on towards it, "
                                        "before the goal counts as reached (1 = GNM: at once; 6 chosen on the "
-                                       "sim development drives, README 'Sim VNM')")
+                                       "sim development drives, docs/experiments.md 'Sim VNM')")
     recover_window: int = _opt(0, min=0, max=1000,
                                doc="after a step without a node, score this many nodes on each side "
                                    "(0 = never widen)")
@@ -626,6 +626,48 @@ def default_config_toml() -> str:
                 doc = (doc + "; " if doc else "") + "one of " + ", ".join(map(str, choices))
             lines.append(f"{f.name} = {_toml_value(default)}" + (f"  # {doc}" if doc else ""))
     return "\n".join(lines) + "\n"
+
+
+REFERENCE_INTRO = """\
+One TOML file: `/etc/robot-app/config.toml` on the robot, `--config PATH` anywhere (before or after the
+command: `robot-app --config X run` and `robot-app run --config X` are the same). Every key has a
+default; unknown keys, wrong types, out-of-range and non-finite values stop the program with a message
+naming the file and the `[section] key`. `robot-app config defaults` prints a complete file with every
+default and its meaning; `robot-app config show` prints what a file resolves to.
+
+This page is generated from the config's own metadata by `robot-app config reference > docs/configuration.md`;
+a test fails when it is out of date."""
+
+
+def config_reference_markdown() -> str:
+    """The configuration reference (docs/configuration.md): per section its docstring and a table of
+    key, default, range or choices, and meaning, from the same metadata the loader checks against."""
+    out = ["# Configuration", "", REFERENCE_INTRO]
+    for name in _SECTIONS:
+        cls = typing.get_type_hints(Config)[name]
+        out += ["", f"## [{name}]", ""]
+        doc = " ".join((cls.__doc__ or "").split())
+        if doc:
+            out += [doc, ""]
+        out += ["| key | default | allowed | meaning |", "| --- | --- | --- | --- |"]
+        for f in dataclasses.fields(cls):
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            m = f.metadata
+            allowed = []
+            if m.get("choices"):
+                allowed.append(", ".join(map(str, m["choices"])))
+            if m.get("min") is not None:
+                allowed.append(f">= {m['min']}")
+            if m.get("max") is not None:
+                allowed.append(f"<= {m['max']}")
+            out.append(f"| `{f.name}` | `{_md_cell(_toml_value(default))}` | {_md_cell('; '.join(allowed))} | "
+                       f"{_md_cell(m.get('doc') or '')} |")
+    return "\n".join(out) + "\n"
+
+
+def _md_cell(text: str) -> str:
+    """``text`` safe inside a Markdown table cell."""
+    return text.replace("|", "\\|")
 
 
 def _toml_value(v: Any) -> str:

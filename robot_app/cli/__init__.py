@@ -40,6 +40,9 @@ GROUPS = {
     "imu": "IMU tools: magnetometer calibration",
 }
 
+#: the help of every command's --json option
+JSON_HELP = "print the result as JSON (one object) instead of text"
+
 COMMAND_MODULES = (
     "robot_app.cli.config_cmd",
     "robot_app.cli.gps_cmd",
@@ -92,9 +95,23 @@ def build_parser() -> argparse.ArgumentParser:
             for child in a.choices.values():
                 yield from leaves(child)
 
+    # every command's --help starts with its one-line description (the help line of its listing)
+    def describe(p: argparse.ArgumentParser) -> None:
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for choice in a._choices_actions:
+                    child = a.choices[choice.dest]
+                    if not child.description and choice.help:
+                        child.description = choice.help[0].upper() + choice.help[1:] + "."
+                    describe(child)
+
+    describe(parser)
     for p in {id(q): q for q in leaves(parser)}.values():
         if p is parser:
             continue
+        for a in p._actions:  # one wording for --json everywhere
+            if "--json" in a.option_strings:
+                a.help = JSON_HELP
         p.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help="as before the command")
         p.add_argument("--log-level", default=argparse.SUPPRESS, choices=("DEBUG", "INFO", "WARNING", "ERROR"),
                        help="as before the command")

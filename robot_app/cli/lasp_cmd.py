@@ -1,5 +1,5 @@
 """``robot-app lasp run|diagnose``, ``eval lasp`` and ``bench lasp``: LASP task planning with
-incomplete PDDL knowledge (Chen et al., RSS 2024). See README "Task planning (LASP)"."""
+incomplete PDDL knowledge (Chen et al., RSS 2024). See docs/lasp.md."""
 
 from __future__ import annotations
 

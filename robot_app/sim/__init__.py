@@ -37,7 +37,7 @@ __all__ = sorted([*_EXPORTS, "shipped_models_dir", "tuned_alpha", "tuned_planner
 #: at a turn every node of the window is such a place for a few steps: stopping there left it standing
 #: until it counted as lost). ``gps_at_turns_deg`` 50: GPS drives from 6 m before to 3 m after a turn
 #: sharper than that (this VNM loses walks at junctions). Both chosen on the development drives
-#: (robot_app.sim.vnm_devdrive, README "Sim VNM"); 0 / off in the config, for real models.
+#: (robot_app.sim.vnm_devdrive, docs/experiments.md "Sim VNM"); 0 / off in the config, for real models.
 SIM_VNM_NAV = {"lost_steps": 1000.0, "gps_at_turns_deg": 50.0, "max_off_walk_m": 4.0, "gps_approach_m": 3.0}
 #: ``[models] vnm_max_v_mps`` of the sim VNM: its waypoints were trained at 1 m/s (robot_app.sim.train_vnm)
 SIM_VNM_MAX_V_MPS = 1.0

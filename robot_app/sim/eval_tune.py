@@ -119,7 +119,7 @@ class TuneSettings:
     out_dir: str
     models_dir: str | None = None
     instructions: str | None = None  # whose exploration route records the map (default: the world's shipped set)
-    n: int = 300  # per world: 60 chose within the noise (README "eval sim-tune")
+    n: int = 300  # per world: 60 chose within the noise (docs/evaluation.md "eval sim-tune")
     seed: int = 1
     alphas: tuple[float, ...] = DEFAULT_ALPHAS
     max_cosines: tuple[float, ...] = DEFAULT_MAX_COSINES

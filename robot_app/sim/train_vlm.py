@@ -91,7 +91,7 @@ FAR_COSINE = 0.3
 #: weight 1, the model leaned on apparent size and scored a traffic cone's views for "a fire hydrant"
 #: about as high as a far hydrant's (0.28-0.34 at the 90th percentile of the development maps' cone
 #: views, both seeds; 0.15-0.18 before the FAR labels); with 2, 0.22-0.23 (seed 1: 0.29 and 0.22), and
-#: the same or better development-set planning success (README "Sim stand-in models").
+#: the same or better development-set planning success (docs/experiments.md).
 NEG_WEIGHT = 2.0
 
 

@@ -108,7 +108,7 @@ UNSURE_RANGE = 1.35
 #: unsure. The whole range, as for buildings below: with 0.65 (the near part only, so that a plan would
 #: stop where the landmark is well in view) the views in the far part of the truth's range, which the
 #: truth counts, were never trained to the target score, and development-set planning success
-#: (``robot-app eval sim-tune``) was lower (README "Sim stand-in models").
+#: (``robot-app eval sim-tune``) was lower (docs/experiments.md).
 SEEN_RANGE = 1.0
 #: The same for buildings, which fill several of the crop's 13 rays up to the truth's whole range (30 m
 #: from the outline), and which an instruction names as a place to go, reached anywhere in that range.

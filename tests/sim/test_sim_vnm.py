@@ -150,7 +150,7 @@ def test_vnm_follows_a_long_stretch(vnm, pts):
     res, n = _drive_images(vnm, pts, 21)
     assert res.contacts == 0
     assert _off_route_m(res.track_xy_m, pts).max() < 1.5
-    if res.outcomes != ["reached"]:  # the shipped stand-in is not good enough for this yet (README)
+    if res.outcomes != ["reached"]:  # the shipped stand-in is not good enough for this yet (docs/experiments.md)
         pytest.xfail(f"sim VNM {res.outcomes} ({res.final_error_m:.1f} m from the end)")
     if res.final_error_m >= 3.5:  # the model localises on the last node ~4 m early; goal_confirm_steps drives on
         pytest.xfail(f"sim VNM reached the last node {res.final_error_m:.1f} m before it")
@@ -188,7 +188,7 @@ def test_map_built_from_sim_explorations_with_the_vnm(tmp_path, capsys):
     vnm_edges = source == "vnm"
     assert vnm_edges.sum() // 2 >= 2  # stored both ways
     gap = np.linalg.norm(xy[src[vnm_edges]] - xy[dst[vnm_edges]], axis=1)
-    assert np.mean(gap < 10.0) > 0.6  # the stand-in also adds a few false shortcuts of up to ~25 m (README)
+    assert np.mean(gap < 10.0) > 0.6  # the stand-in also adds a few false shortcuts of up to ~25 m (docs/experiments.md)
     for a, b in zip(xy[src], xy[dst]):  # no edge crosses a building
         for t in np.linspace(0.0, 1.0, 12):
             hit = obstacle_at(world, *(a + t * (b - a)), 0.0)
