@@ -455,6 +455,41 @@ class Config:
 _SECTIONS = {f.name: f for f in dataclasses.fields(Config) if f.name != "source"}
 
 
+#: a path value ``package:robot_app/data/...`` names a file shipped in the installed package: it is resolved
+#: where the package is installed now, so a config written by ``robot-app demo`` survives a reinstall
+PACKAGE_PREFIX = "package:"
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def resolve_package_path(value: str, where: str = "path") -> str:
+    """``package:robot_app/REL`` -> the absolute path of REL inside the installed ``robot_app`` package.
+
+    Raises
+    ------
+    ConfigError
+        When the value does not start with ``package:robot_app/``, climbs out of the package (``..``), or
+        names nothing that exists.
+    """
+    rel = value[len(PACKAGE_PREFIX):]
+    head, _, rest = rel.partition("/")
+    if head != _PACKAGE_DIR.name or not rest or ".." in Path(rest).parts:
+        raise ConfigError(f"{where}: {value!r}: a package path is package:{_PACKAGE_DIR.name}/<file in the package>")
+    path = _PACKAGE_DIR / rest
+    if not path.exists():
+        raise ConfigError(f"{where}: {value!r}: {path} does not exist in the installed package")
+    return str(path)
+
+
+def package_path_of(path: str) -> str:
+    """The ``package:`` form of ``path`` when it lies inside the installed ``robot_app`` package, else
+    ``path`` unchanged (what generated configs write for shipped data)."""
+    try:
+        rel = Path(path).resolve().relative_to(_PACKAGE_DIR)
+    except (ValueError, OSError):
+        return path
+    return f"{PACKAGE_PREFIX}{_PACKAGE_DIR.name}/{rel.as_posix()}"
+
+
 def _check_value(value: Any, fld: dataclasses.Field, hint: Any, where: str) -> Any:
     meta = fld.metadata
     if hint is float:
@@ -472,6 +507,8 @@ def _check_value(value: Any, fld: dataclasses.Field, hint: Any, where: str) -> A
     elif hint is str:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected a string, got {value!r}")
+        if value.startswith(PACKAGE_PREFIX):
+            value = resolve_package_path(value, where)
     elif typing.get_origin(hint) is list:
         (item_type,) = typing.get_args(hint)
         def ok(v: Any) -> bool:
