@@ -24,6 +24,7 @@ from core.mapstore import MapFormatError, open_map
 from firmware_bridge.readings import GpsFix
 from robot_app.commands import Source
 from robot_app.config import nav_options
+from robot_app.errors import RequestError
 from robot_app.mapping.map_build import HEADINGS_METHOD, decode_jpeg
 from robot_app.nav.gps import GpsNavigator
 from robot_app.nav.policy import FAILED, Outcome
@@ -81,16 +82,8 @@ def fix_error_m(fix) -> float:
     return float(np.sqrt(max(cov[0], 0.0) + max(cov[1], 0.0)))
 
 
-class MissionError(ValueError):
-    """A request the executive cannot carry out as asked (the message says why, for the operator).
-
-    ``bad_input=True`` marks a request that is malformed or names what does not exist (the UI answers
-    HTTP 400); otherwise the robot's state refuses it (busy, no fix, not connected: HTTP 409).
-    """
-
-    def __init__(self, message: str, *, bad_input: bool = False) -> None:
-        super().__init__(message)
-        self.bad_input = bool(bad_input)
+class MissionError(RequestError):
+    """A request the executive cannot carry out as asked (route jobs). ``bad_input``: see :class:`robot_app.errors.RequestError`."""
 
 
 class MissionExecutive:

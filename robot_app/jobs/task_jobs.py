@@ -35,6 +35,7 @@ from core.lasp.loop import LaspRun
 from core.lasp.model import PddlError, Task, describe_name
 from firmware_bridge.readings import BaseStatus
 from models.lasp_llm import LlmDiagnoser
+from robot_app.errors import RequestError
 from robot_app.jobs.lasp_setup import loop_config, make_similarity
 from robot_app.jobs.mission import MissionError
 
@@ -44,16 +45,8 @@ JACKAL_DIR = Path(__file__).resolve().parents[1] / "data" / "lasp" / "jackal"
 BATTERY_EMPTY_V, BATTERY_FULL_V = 23.0, 29.0  # Jackal 24 V lead/LiFePO4 pack, linear approximation
 
 
-class TaskError(ValueError):
-    """A task request that cannot run as given (bad goal, unknown place, busy).
-
-    ``bad_input=True`` marks a request that is malformed or names what does not exist (the UI answers
-    HTTP 400); otherwise the robot's state refuses it (busy, no fix, not connected: HTTP 409).
-    """
-
-    def __init__(self, message: str, *, bad_input: bool = False) -> None:
-        super().__init__(message)
-        self.bad_input = bool(bad_input)
+class TaskError(RequestError):
+    """A task request that cannot run as given (bad goal, unknown place, busy). ``bad_input``: see :class:`robot_app.errors.RequestError`."""
 
 
 @dataclass

@@ -18,6 +18,7 @@ from pathlib import Path
 from firmware_bridge.driver import queue_get
 from firmware_bridge.kinematics import wheels_to_twist
 from firmware_bridge.readings import GpsFix, GpsNoFix, ImuReading, WheelFeedback
+from robot_app.errors import RequestError
 from robot_app.mapping.map_build import build_map
 from robot_app.mapping.recorder import Recorder
 
@@ -26,16 +27,8 @@ log = logging.getLogger(__name__)
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-class RecordingError(ValueError):
-    """A recording or build request that cannot be carried out (the message says why).
-
-    ``bad_input=True`` marks a request that is malformed or names what does not exist (the UI answers
-    HTTP 400); otherwise the robot's state refuses it (busy, no fix, not connected: HTTP 409).
-    """
-
-    def __init__(self, message: str, *, bad_input: bool = False) -> None:
-        super().__init__(message)
-        self.bad_input = bool(bad_input)
+class RecordingError(RequestError):
+    """A recording or build request that cannot be carried out. ``bad_input``: see :class:`robot_app.errors.RequestError`."""
 
 
 def check_name(name) -> str:

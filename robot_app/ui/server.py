@@ -42,9 +42,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from robot_app.jobs.mission import MissionError
-from robot_app.jobs.task_jobs import TaskError
-from robot_app.mapping.recording import RecordingError
+from robot_app.errors import RequestError
 
 log = logging.getLogger(__name__)
 
@@ -162,8 +160,8 @@ def build_app(robot) -> web.Application:
         when the robot's state refuses it (busy, no fix, base not connected)."""
         try:
             return await handler(request)
-        except (MissionError, RecordingError, TaskError) as exc:
-            return _json_error(400 if getattr(exc, "bad_input", False) else 409, str(exc))
+        except RequestError as exc:  # the route, task and recording jobs' errors
+            return _json_error(400 if exc.bad_input else 409, str(exc))
 
     app = web.Application(middlewares=[auth, refused], client_max_size=64 * 1024)
     mission = robot.mission
