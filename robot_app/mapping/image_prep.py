@@ -56,8 +56,7 @@ def centre_crops(img, n: int = 1) -> list[np.ndarray]:
     One crop is the centre square (what CLIP's own preprocessing takes). With more, the first starts
     at the left edge, the last ends at the right edge and the others lie evenly between, overlapping
     where ``n`` squares are wider than the frame: then every column of the band is seen at the scale of
-    the centre crop, and a landmark at the frame's edge gets a crop of its own. (Before, a narrow frame
-    got ``n`` smaller squares of side W / n side by side.) Where ``n`` x H < W (a wide rectified
+    the centre crop, and a landmark at the frame's edge gets a crop of its own. Where ``n`` x H < W (a wide rectified
     fisheye frame and few crops) gaps stay between the squares: take ``n >= W / H``.
 
     Returns

@@ -159,9 +159,9 @@ def test_eval_with_the_minilm_embedding(minilm_dir, tmp_path, capsys):
     assert out["cases"]["5"]["success_rate"] == 1.0 and out["cases"]["9"]["success_rate"] == 1.0
 
 
+@pytest.mark.llm
 def test_lasp_run_with_the_llm_diagnoser_on_a_tiny_gguf(tmp_path, capsys):
     """``--diagnoser llm`` opens the model the [llm] section names and runs the five roles."""
-    pytest.importorskip("llama_cpp", reason="the `llm` extra is needed")
     from models.llm import make_tiny_gguf
     from models.llm.sidecar import write_llm_sidecar
     from models.llm.tiny_gguf import TinyLlamaShape

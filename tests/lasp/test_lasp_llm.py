@@ -117,7 +117,6 @@ def test_hallucinated_translation_is_rejected(ctx):
 
 @pytest.fixture(scope="module")
 def tiny_llm(tmp_path_factory):
-    pytest.importorskip("llama_cpp", reason="the `llm` extra (llama-cpp-python) is needed")
     from models.llm import make_tiny_gguf, open_llm
     from models.llm.tiny_gguf import TinyLlamaShape
 
@@ -127,6 +126,7 @@ def tiny_llm(tmp_path_factory):
         yield llm
 
 
+@pytest.mark.llm
 def test_loop_end_to_end_on_tiny_gguf(cases, tiny_llm):
     from core.lasp.loop import LoopConfig, run_lasp
 

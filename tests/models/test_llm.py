@@ -7,8 +7,7 @@ import re
 
 import pytest
 
-pytest.importorskip("llama_cpp", reason="llama-cpp-python (extra 'llm') is not installed")
-pytest.importorskip("gguf", reason="gguf (extra 'llm') is not installed")
+pytestmark = pytest.mark.llm  # the LLM lane (llama.cpp): pytest -m llm
 
 from models.llm import (  # noqa: E402
     LANDMARK_LIST_GBNF,

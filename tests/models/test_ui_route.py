@@ -172,8 +172,8 @@ def test_commands_need_the_token_when_one_is_set(route_setup):
     asyncio.run(main_())
 
 
+@pytest.mark.llm
 def test_the_app_shares_one_llm_worker_for_landmark_parsing(tmp_path, route_setup):
-    pytest.importorskip("llama_cpp", reason="the `llm` extra (llama-cpp-python) is part of `dev`")
     from models.llm import make_tiny_gguf
 
     make_tiny_gguf(tmp_path / "models" / "llm.gguf", sidecar=True)

@@ -27,7 +27,6 @@ def config_with_models(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python (extra 'llm') is not installed")
     from models.llm import make_tiny_gguf
 
     return make_tiny_gguf(tmp_path_factory.mktemp("llm") / "llm.gguf", sidecar=True)
@@ -64,6 +63,7 @@ def test_llm_requested_without_model_falls_back_with_a_logged_reason(config_with
     assert "not found" in caplog.text
 
 
+@pytest.mark.llm
 def test_llm_used_when_model_present(tmp_path, tiny_model):
     config = config_from_mapping({"paths": {"models_dir": str(tiny_model.parent)},
                                   "llm": {"worker": False, "max_tokens": 32}})
@@ -72,6 +72,7 @@ def test_llm_used_when_model_present(tmp_path, tiny_model):
     assert parse_instruction(INSTRUCTION, config=config, parser="rules")[1] == "rules"
 
 
+@pytest.mark.llm
 def test_configured_model_needs_an_intact_sidecar(tmp_path, tiny_model, caplog):
     import shutil
 
@@ -103,7 +104,6 @@ def _write_config(tmp_path, models_dir):
 
 
 def test_llm_sidecar_command_rejects_non_gguf(tmp_path, capsys):
-    pytest.importorskip("gguf")
     junk = tmp_path / "x.gguf"
     junk.write_bytes(b"nope")
     assert main(["models", "llm-sidecar", str(junk)]) == 2
@@ -111,6 +111,7 @@ def test_llm_sidecar_command_rejects_non_gguf(tmp_path, capsys):
     assert "GGUF" in capsys.readouterr().err
 
 
+@pytest.mark.llm
 def test_llm_failure_falls_back_to_rules(tiny_model, caplog):
     from models.llm import open_llm
 
@@ -135,6 +136,7 @@ def test_landmarks_json(capsys):
                                "parser": "rules"}
 
 
+@pytest.mark.llm
 def test_landmarks_with_tiny_llm(capsys, tiny_model):
     rc, out = run_json(capsys, ["landmarks", "--parser", "llm", "--model", str(tiny_model), "--json",
                                 "Go to the gate."])
@@ -178,6 +180,7 @@ def test_eval_on_the_shared_set_meets_target(capsys, dev_data):
     assert rc == 0 and out["extraction_success"] >= 0.95
 
 
+@pytest.mark.llm
 def test_bench_landmarks_and_llm(capsys, tiny_model):
     rc, out = run_json(capsys, ["bench", "landmarks", "--repeat", "2", "--json"])
     assert rc == 0 and out["calls"] == 2 * out["instructions"] and out["max_ms"] >= out["p50_ms"] > 0
