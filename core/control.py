@@ -46,7 +46,8 @@ def faces_travel(walk_xy_m, heading_rad, *, span: int = 2, max_angle_rad: float 
 
     The travel direction at walk index k is that of the displacement from node ``k - span`` to node
     ``k + span`` (clamped to the walk; smoothing over a few nodes keeps GPS noise of about 1 m from
-    flipping it at node spacings of 1 m, the sim's, to 3 m, ``[mapping] min_travel_m``'s default). A node faces the travel when its recorded heading is within
+    flipping it at node spacings of 1 m, the sim's, to 3 m, ``[mapping] min_travel_m``'s default). A node faces
+    the travel when its recorded heading is within
     ``max_angle_rad`` of that direction. Nodes with an unknown heading (NaN) and walks of one node count
     as facing it; so does a node whose displacement is under 0.3 m (standing still: no direction).
 
@@ -227,9 +228,19 @@ def waypoint_to_velocity(dx_m: float, dy_m: float, *, dt_s: float, max_v_mps: fl
     return clip_velocity(v, omega, max_v_mps=max_v_mps, max_omega_radps=max_omega_radps)
 
 
-def line_follow_velocity(x_m: float, y_m: float, yaw_rad: float, target_x_m: float, target_y_m: float, *,
-                         max_v_mps: float, max_omega_radps: float, k_heading: float = 1.5,
-                         slow_radius_m: float = 2.0, turn_in_place_rad: float = math.radians(60)) -> tuple[float, float]:
+def line_follow_velocity(
+    x_m: float,
+    y_m: float,
+    yaw_rad: float,
+    target_x_m: float,
+    target_y_m: float,
+    *,
+    max_v_mps: float,
+    max_omega_radps: float,
+    k_heading: float = 1.5,
+    slow_radius_m: float = 2.0,
+    turn_in_place_rad: float = math.radians(60),
+) -> tuple[float, float]:
     """(v, omega) that drives from pose (x, y, yaw) straight towards the target (ENU metres).
 
     ``omega = k_heading * heading_error``; ``v = max_v * cos(error)`` scaled down linearly inside

@@ -17,7 +17,8 @@ Optional saturation (``max_cosine``, config ``[planner] max_cosine``; 1 = off, t
 above it a cosine counts only :data:`CAP_SLOPE` (a tenth) as much before the softmax. LM-Nav's objective
 lets the walk length choose among the places that show a landmark; with a grounding model whose score
 of a clear view still varies by view (distance, angle), a view a few hundredths better elsewhere
-outweighs many metres of walk, and the walk goes to another instance of the landmark than the one the instruction's order means. Above the
+outweighs many metres of walk, and the walk goes to another instance of the landmark than the one the
+instruction's order means. Above the
 cap every clear view scores nearly alike, as a perfect detector's would. The small slope left above it
 breaks the ties among the views the walk passes anyway: with a flat cap the search took the first view
 over it, which is the farthest, at the edge of the landmark's range (the industrial demo put "a glass

@@ -444,7 +444,9 @@ class MapWriter:
         with self._conn:
             self._conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", rows)
 
-    def add_nodes(self, *, timestamp_s, lat_deg, lon_deg, heading_rad=None, source_log: str | None = None) -> np.ndarray:
+    def add_nodes(
+        self, *, timestamp_s, lat_deg, lon_deg, heading_rad=None, source_log: str | None = None
+    ) -> np.ndarray:
         """Append nodes; UTM coordinates are computed with the ``utm`` package. Returns their ids (int64).
 
         Parameters are equal-length 1-D arrays: timestamp_s (UTC epoch s), lat_deg / lon_deg WGS-84,

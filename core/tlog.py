@@ -265,11 +265,15 @@ def read_log(folder: str | Path) -> TraversalLog:
         if meta.get("format_version", 0) > FORMAT_VERSION:
             raise LogFormatError(f"{folder}: log format {meta['format_version']} is newer than supported")
         _verify(folder, conn, meta)
-        fr = np.array(conn.execute("SELECT rowid, t_s FROM frames ORDER BY t_s").fetchall(), dtype=np.float64).reshape(-1, 2)
+        fr = np.array(conn.execute("SELECT rowid, t_s FROM frames ORDER BY t_s").fetchall(), dtype=np.float64).reshape(
+            -1, 2
+        )
         g = np.array(conn.execute("SELECT t_s, lat_deg, lon_deg, quality, hacc_m FROM gps ORDER BY t_s").fetchall(),
                      dtype=np.float64).reshape(-1, 5)
-        o = np.array(conn.execute("SELECT t_s, x_m, y_m, yaw_rad, v_mps, omega_radps FROM odom ORDER BY t_s").fetchall(),
-                     dtype=np.float64).reshape(-1, 6)
+        o = np.array(
+            conn.execute("SELECT t_s, x_m, y_m, yaw_rad, v_mps, omega_radps FROM odom ORDER BY t_s").fetchall(),
+            dtype=np.float64,
+        ).reshape(-1, 6)
     except (sqlite3.DatabaseError, json.JSONDecodeError, TypeError) as exc:
         raise LogFormatError(f"{folder}: unreadable traversal log ({exc})") from exc
     finally:

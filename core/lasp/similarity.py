@@ -33,7 +33,8 @@ robot robots agent
 RELATED_WORDS = [
     "hot heat heated warm temperature burn burning scorch scald thermal overheat degree celsius cold cool",
     "heavy weight weigh lift hoist raise load mass kilogram strain strong light",
-    "tolerate tolerance withstand stand endure bear limit exceed excessive beyond too max maximum highest heaviest capacity",
+    "tolerate tolerance withstand stand endure bear limit exceed excessive beyond too max maximum highest heaviest "
+    "capacity",
     "open opened close closed shut door ajar interlock",
     "hand gripper grip grasp hold holding carry carrying occupied free empty fingers",
     "liquid spill spilled overflow soak leak drip puddle splash contain container vessel hold pour drink mess wet",

@@ -22,7 +22,9 @@ __all__ = ["MipImuSim"]
 class MipImuSim:
     """MIP IMU simulator (see module doc). ``streaming`` starts False, as after power-up in idle."""
 
-    def __init__(self, port: VirtualPort, plant: Plant, *, rate_hz: float = 100.0, base_rate_hz: float = 1000.0) -> None:
+    def __init__(
+        self, port: VirtualPort, plant: Plant, *, rate_hz: float = 100.0, base_rate_hz: float = 1000.0
+    ) -> None:
         self.port, self.plant, self.rate_hz, self.base_rate_hz = port, plant, rate_hz, base_rate_hz
         self.fields = (mip.IMU_ACCEL, mip.IMU_GYRO, mip.IMU_MAG)
         self.streaming = False

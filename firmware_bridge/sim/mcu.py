@@ -225,8 +225,10 @@ class JackalMcuSim:
                                            measured_velocity=w, measured_travel=tr)
                         for w, tr in zip(st.wheel_radps, st.wheel_travel_rad))
         mode = self.drive_mode if fresh else ros1.Drive.MODE_NONE
-        await self._send(self._pub_id("feedback"),
-                         ros1.Feedback(self._header("base_link"), drivers, 35.0, 40.0, self.drive_mode, mode).serialize())
+        await self._send(
+            self._pub_id("feedback"),
+            ros1.Feedback(self._header("base_link"), drivers, 35.0, 40.0, self.drive_mode, mode).serialize(),
+        )
         half = st.yaw_rad / 2.0
         cov_unknown = (-1.0,) + (0.0,) * 8
         await self._send(self._pub_id("imu/data_raw"), ros1.Imu(

@@ -229,15 +229,29 @@ def export_clip(out_dir: str | os.PathLike, *, arch: str = "ViT-B-32", pretraine
                           "resize_mode": "shortest", "embed_dim": embed_dim, "logit_scale": logit_scale,
                           "pair_id": pair, "reference": "clip-reference.npz", "parity_max_abs": d_img},
                   extra_files=["clip-reference.npz"])
-    write_sidecar(out / "clip-text.onnx", kind="clip-text", **common, onnx=onnx_txt,
-                  inputs=[io_spec("input_ids", ["batch", "tokens" if trim else ctx], "int64")],
-                  outputs=[io_spec("text_embeds", ["batch", embed_dim], "float32")],
-                  params={"tokenizer": "clip-tokenizer.json", "tokenizer_kind": "open_clip-bpe",
-                          "text_clean": "lower", "context_length": ctx, "trim_after_eot": trim, "sot_id": int(tokenizer.sot_token_id),
-                          "eot_id": int(tokenizer.eot_token_id), "embed_dim": embed_dim,
-                          "logit_scale": logit_scale, "pair_id": pair, "reference": "clip-reference.npz",
-                          "parity_max_abs": d_txt},
-                  extra_files=["clip-tokenizer.json", "clip-reference.npz"])
+    write_sidecar(
+        out / "clip-text.onnx",
+        kind="clip-text",
+        **common,
+        onnx=onnx_txt,
+        inputs=[io_spec("input_ids", ["batch", "tokens" if trim else ctx], "int64")],
+        outputs=[io_spec("text_embeds", ["batch", embed_dim], "float32")],
+        params={
+            "tokenizer": "clip-tokenizer.json",
+            "tokenizer_kind": "open_clip-bpe",
+            "text_clean": "lower",
+            "context_length": ctx,
+            "trim_after_eot": trim,
+            "sot_id": int(tokenizer.sot_token_id),
+            "eot_id": int(tokenizer.eot_token_id),
+            "embed_dim": embed_dim,
+            "logit_scale": logit_scale,
+            "pair_id": pair,
+            "reference": "clip-reference.npz",
+            "parity_max_abs": d_txt,
+        },
+        extra_files=["clip-tokenizer.json", "clip-reference.npz"],
+    )
     return {"arch": arch, "weights": weights, "embed_dim": embed_dim, "image_size": size,
             "logit_scale": logit_scale, "parity_max_abs": {"image": d_img, "text": d_txt},
             "files": [str(out / f) for f in FILES]}

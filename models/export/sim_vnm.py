@@ -54,7 +54,11 @@ def _convs(c_in: int, widths: tuple, stride: int = 2) -> list:
 
     layers = []
     for c in widths:
-        layers += [nn.Conv2d(c_in, c, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(inplace=True)]
+        layers += [
+            nn.Conv2d(c_in, c, 3, stride=stride, padding=1, bias=False),
+            nn.BatchNorm2d(c),
+            nn.ReLU(inplace=True),
+        ]
         c_in = c
     return layers
 
@@ -80,8 +84,12 @@ def build_sim_vnm(*, context_size: int = 5, len_traj_pred: int = 5, obs_widths: 
             self.obs_fc = nn.Sequential(nn.Linear(obs_widths[-1] * cells, encoding), nn.ReLU())
             self.frame_encoder = nn.Sequential(*_convs(3, frame_widths))
             c = frame_widths[-1]
-            self.fusion = nn.Sequential(*_convs(3 * c, fusion_widths[:1]), *_convs(fusion_widths[0], fusion_widths[1:], 1),
-                                        nn.AdaptiveAvgPool2d(POOL_HW), nn.Flatten())
+            self.fusion = nn.Sequential(
+                *_convs(3 * c, fusion_widths[:1]),
+                *_convs(fusion_widths[0], fusion_widths[1:], 1),
+                nn.AdaptiveAvgPool2d(POOL_HW),
+                nn.Flatten(),
+            )
             self.goal_fc = nn.Sequential(nn.Linear(fusion_widths[-1] * cells, encoding), nn.ReLU())
             self.head = nn.Sequential(nn.Linear(2 * encoding, encoding), nn.ReLU())
             self.dist_out = nn.Sequential(nn.Linear(encoding, encoding // 2), nn.ReLU(), nn.Linear(encoding // 2, 1))
@@ -166,7 +174,10 @@ def export_sim_vnm(net, out_dir: str | os.PathLike, *, obs: np.ndarray, goals: n
     clear_sidecars(out, ("vnm.onnx",))
     net.eval()
     step = step_module(net)
-    o, g = torch.from_numpy(np.ascontiguousarray(obs, np.float32)), torch.from_numpy(np.ascontiguousarray(goals, np.float32))
+    o, g = (
+        torch.from_numpy(np.ascontiguousarray(obs, np.float32)),
+        torch.from_numpy(np.ascontiguousarray(goals, np.float32)),
+    )
     with torch.no_grad():
         dist, wp = step(o, g)
         dist_full, wp_full = net(o.expand(g.shape[0], -1, -1, -1), g)

@@ -22,7 +22,9 @@ from core.search import DEFAULT_ALPHA, plan_walk, warm_up
 from core.search_reference import dp_values_python, dp_values_scipy
 from core.synthetic import random_geometric_graph
 
-_COMPILE_PROBE = "import time; t = time.perf_counter(); import core.search as s; s.warm_up(); print(time.perf_counter() - t)"
+_COMPILE_PROBE = (
+    "import time; t = time.perf_counter(); import core.search as s; s.warm_up(); print(time.perf_counter() - t)"
+)
 
 
 def _median_time(fn: Callable[[], object], repeats: int) -> float:
@@ -50,8 +52,13 @@ def run(sizes=(1_000, 10_000, 100_000), *, landmarks: int = 5, repeats: int = 5,
         seed: int = 0, progress: Callable[[str], None] | None = None, compile_time: bool = True) -> dict:
     """Run the benchmark; returns a JSON-ready dict (seconds, medians)."""
     warm_up()
-    result = {"landmarks": landmarks, "repeats": repeats, "alpha": DEFAULT_ALPHA, "compile": compile_times() if compile_time else None,
-              "sizes": []}
+    result = {
+        "landmarks": landmarks,
+        "repeats": repeats,
+        "alpha": DEFAULT_ALPHA,
+        "compile": compile_times() if compile_time else None,
+        "sizes": [],
+    }
     for n in sizes:
         if progress:
             progress(f"graph of {n} nodes")
@@ -73,9 +80,11 @@ def run(sizes=(1_000, 10_000, 100_000), *, landmarks: int = 5, repeats: int = 5,
 
 def format_table(res: dict) -> str:
     c = res["compile"]
-    lines = [f"walk search, {res['landmarks']} landmarks, median of {res['repeats']} "
-             + (f"(numba compile: cold {c['cold_s']:.2f} s, cached {c['warm_s']:.2f} s)" if c else ""),
-             f"{'nodes':>8} {'edges':>8} {'numba ms':>10} {'scipy ms':>10} {'python ms':>10} {'x python':>9} {'x scipy':>8}"]
+    lines = [
+        f"walk search, {res['landmarks']} landmarks, median of {res['repeats']} "
+        + (f"(numba compile: cold {c['cold_s']:.2f} s, cached {c['warm_s']:.2f} s)" if c else ""),
+        f"{'nodes':>8} {'edges':>8} {'numba ms':>10} {'scipy ms':>10} {'python ms':>10} {'x python':>9} {'x scipy':>8}",
+    ]
     for r in res["sizes"]:
         py = f"{r['python_s'] * 1e3:10.1f}" if "python_s" in r else f"{'-':>10}"
         sp = f"{r['speedup_vs_python']:9.0f}" if "speedup_vs_python" in r else f"{'-':>9}"

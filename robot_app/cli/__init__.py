@@ -69,8 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Onboard language-guided navigation and task planning for a Jackal-class robot.",
     )
     parser.add_argument("--version", action="version", version=f"robot-app {__version__}")
-    parser.add_argument("--config", metavar="PATH", default=None,
-                        help="TOML config file (default: /etc/robot-app/config.toml if present, else built-in defaults)")
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        default=None,
+        help="TOML config file (default: /etc/robot-app/config.toml if present, else built-in defaults)",
+    )
     parser.add_argument("--log-level", default="WARNING",
                         choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="logging level (default WARNING)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -145,10 +145,13 @@ def _eval_sim(args, config) -> int:
         print(format_table(report))
         t, pl = report["targets"], report["totals"]["planning"]
         lm, ml = pl["lmnav"], pl["max-likelihood"]
-        print(f"\ntargets (issue 10): LM-Nav planning success >= 85 %: "
-              f"{'yes' if t['lmnav_planning_success_at_least_0.85'] else 'NO'} ({100 * (lm['success_rate'] or 0):.0f} %); "
-              f"LM-Nav efficiency above max-likelihood: {'yes' if t['lmnav_efficiency_above_max_likelihood'] else 'NO'} "
-              f"({lm['efficiency_mean_all'] or 0:.2f} vs {ml['efficiency_mean_all'] or 0:.2f}, failed plans = 0)")
+        print(
+            f"\ntargets (issue 10): LM-Nav planning success >= 85 %: "
+            f"{'yes' if t['lmnav_planning_success_at_least_0.85'] else 'NO'} "
+            f"({100 * (lm['success_rate'] or 0):.0f} %); "
+            f"LM-Nav efficiency above max-likelihood: {'yes' if t['lmnav_efficiency_above_max_likelihood'] else 'NO'} "
+            f"({lm['efficiency_mean_all'] or 0:.2f} vs {ml['efficiency_mean_all'] or 0:.2f}, failed plans = 0)"
+        )
         print(f"\nreport: {report['report']}\nchart:  {report['chart']}\n({report['wall_s']:.0f} s)")
     return 0
 

@@ -82,9 +82,12 @@ def _decode(args, config) -> int:
             if isinstance(r, GpsFix):
                 fixes.append(r)
                 if not args.json:
-                    print(f"{r.utc_time.isoformat() if r.utc_time else '-':>15}  {r.latitude_deg:12.7f} "
-                          f"{r.longitude_deg:13.7f}  q={r.quality} sats={r.satellites if r.satellites is not None else '-'} "
-                          f"hdop={r.hdop if r.hdop is not None else '-'} src={r.talker}{r.source}")
+                    print(
+                        f"{r.utc_time.isoformat() if r.utc_time else '-':>15}  {r.latitude_deg:12.7f} "
+                        f"{r.longitude_deg:13.7f}  q={r.quality} "
+                        f"sats={r.satellites if r.satellites is not None else '-'} "
+                        f"hdop={r.hdop if r.hdop is not None else '-'} src={r.talker}{r.source}"
+                    )
     fixes += [r for r in dec.finish() if isinstance(r, GpsFix)]
     stats = dec.stats.as_dict()
     if args.json:

@@ -144,10 +144,18 @@ def _info(args, config) -> int:
             failed = True
             rows.append(row)
             continue
-        row.update(status="ok", architecture=sc.architecture, weights=sc.weights, random_init=sc.random_init,
-                   sim_only=bool(sc.params.get("sim_only", False)), sha256=sc.sha256, size_mb=round(sc.model_path.stat().st_size / 1e6, 1),
-                   exported=sc.raw.get("exported_utc"), onnx=sc.onnx,
-                   params={k: v for k, v in sc.params.items() if k not in ("mean", "std")})
+        row.update(
+            status="ok",
+            architecture=sc.architecture,
+            weights=sc.weights,
+            random_init=sc.random_init,
+            sim_only=bool(sc.params.get("sim_only", False)),
+            sha256=sc.sha256,
+            size_mb=round(sc.model_path.stat().st_size / 1e6, 1),
+            exported=sc.raw.get("exported_utc"),
+            onnx=sc.onnx,
+            params={k: v for k, v in sc.params.items() if k not in ("mean", "std")},
+        )
         rows.append(row)
     if args.verify:
         failed |= _verify(d, config, rows)

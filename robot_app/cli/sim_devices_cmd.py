@@ -25,8 +25,11 @@ def register(sub, groups) -> None:
     p.add_argument("--gps-log", default=None, help="NMEA log for the separate GPS receiver to replay (looped)")
     p.add_argument("--no-gps", action="store_true", help="no separate GPS receiver (NMEA still comes via the MCU)")
     p.add_argument("--no-imu", action="store_true", help="no separate Microstrain IMU")
-    p.add_argument("--origin", default=None,
-                   help="lat,lon (degrees) of the plant's origin (default: the world's GPS anchor, else 52.5148,13.4643)")
+    p.add_argument(
+        "--origin",
+        default=None,
+        help="lat,lon (degrees) of the plant's origin (default: the world's GPS anchor, else 52.5148,13.4643)",
+    )
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--json", action="store_true", help="print the port names as one JSON object")
     p.add_argument("--drive-log", metavar="FILE", default=None,
@@ -80,7 +83,9 @@ def _make_plant(world: str, config):
             raise UsageError(f"--world: unknown world {world!r} (known: {', '.join(WORLDS + tuple(shipped_worlds()))}, "
                              "a world .toml file, or MODULE:FUNCTION)")
         try:
-            return world_plant_from_config(dataclasses.replace(config, sim=dataclasses.replace(config.sim, world=world)))
+            return world_plant_from_config(
+                dataclasses.replace(config, sim=dataclasses.replace(config.sim, world=world))
+            )
         except ImportError as exc:
             raise UsageError(f"--world {world}: the simulated world needs the 'sim' extra ({exc})") from exc
         except (WorldError, ValueError) as exc:

@@ -102,9 +102,18 @@ def _worlds(args, config) -> int:
     for name, path in shipped_worlds().items():
         w = load_world(path)
         cats = Counter(c for _, c, _, _ in w.landmarks())
-        rows.append({"name": name, "file": str(path), "extent_m": list(w.extent_m), "anchor_latlon": list(w.anchor_latlon),
-                     "paths": [p.name for p in w.paths], "buildings": len(w.buildings), "objects": len(w.objects),
-                     "categories": dict(sorted(cats.items()))})
+        rows.append(
+            {
+                "name": name,
+                "file": str(path),
+                "extent_m": list(w.extent_m),
+                "anchor_latlon": list(w.anchor_latlon),
+                "paths": [p.name for p in w.paths],
+                "buildings": len(w.buildings),
+                "objects": len(w.objects),
+                "categories": dict(sorted(cats.items())),
+            }
+        )
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -247,8 +256,10 @@ async def _announce_ui(app) -> None:
     while app.ui.port is None:
         await asyncio.sleep(0.1)
     host = app.config.ui.host
-    print(f"touchscreen: http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{app.ui.port}/#token={app.ui_token}",
-          flush=True)
+    print(
+        f"touchscreen: http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{app.ui.port}/#token={app.ui_token}",
+        flush=True,
+    )
 
 
 def _bench(args, config) -> int:
@@ -270,7 +281,9 @@ def _bench(args, config) -> int:
             t = time.perf_counter()
             for i in range(args.frames):
                 ren.render_jpeg(x0, y0 + 0.05 * i, yaw0 + 0.02 * i, index=i)
-            figures["render_ms_per_frame"][f"{width}x{height}"] = round(1000 * (time.perf_counter() - t) / args.frames, 2)
+            figures["render_ms_per_frame"][f"{width}x{height}"] = round(
+                1000 * (time.perf_counter() - t) / args.frames, 2
+            )
     route = [w.paths[0].points[0], w.paths[0].points[1]]
     with tempfile.TemporaryDirectory() as d:
         rep = record_exploration(w, route, f"{d}/log", rate_hz=4.0, speed_mps=1.5, width=160, height=120,

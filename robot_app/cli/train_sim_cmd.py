@@ -27,17 +27,21 @@ PARTS = ("vlm", "vnm")
 
 def register(sub, groups) -> None:
     p = groups["models"].add_parser(
-        "train-sim", help="train the SIM-ONLY stand-in VLM (CLIP format) and VNM (GNM contract) in the simulated worlds",
+        "train-sim",
+        help="train the SIM-ONLY stand-in VLM (CLIP format) and VNM (GNM contract) in the simulated worlds",
         description="Render views and drives in the simulated worlds, train the stand-in models (seeded), export "
-                    "them into --out in the robot's file formats and print their quality on held-out renders. "
-                    "SIM-ONLY: they mean nothing on real camera images. Needs the export and sim extras.")
+        "them into --out in the robot's file formats and print their quality on held-out renders. "
+        "SIM-ONLY: they mean nothing on real camera images. Needs the export and sim extras.",
+    )
     p.add_argument("--world", action="append", default=None, metavar="W",
                    help="shipped world name or world .toml file; repeat for several (default: every shipped world)")
     p.add_argument("--out", required=True, metavar="DIR", help="models folder to write (created)")
     p.add_argument("--only", choices=PARTS, default=None, help="train one of the two models only")
     p.add_argument("--seed", type=int, default=0, help="seed of poses, drives, initialisation and batches (default 0)")
     p.add_argument("--quick", action="store_true", help="tiny data and epochs (smoke test; figures mean little)")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: chosen from the machine's load)")
+    p.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads (default: chosen from the machine's load)"
+    )
     p.add_argument("--json", action="store_true", help="print the quality figures as JSON")
     p.set_defaults(func=_train_sim)
 

@@ -215,8 +215,10 @@ def render_html(ctx, summ: dict, records: dict, png: Path) -> str:
 table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #bbb;padding:3px 8px;text-align:left}}
 figure{{display:inline-block;margin:0 1em 1em 0}}code{{font-size:11px}}.bad{{color:#b00}}.good{{color:#070}}</style>
 </head><body>
-<h1>robot-app demo: <span class="{'good' if summ['success'] else 'bad'}">{'success' if summ['success'] else 'FAILED'}</span></h1>
-<p>World <b>{esc(ctx.world.name)}</b> (simulated; sim-only stand-in models from <code>{esc(str(ctx.models_dir))}</code>),
+<h1>robot-app demo:
+<span class="{'good' if summ['success'] else 'bad'}">{'success' if summ['success'] else 'FAILED'}</span></h1>
+<p>World <b>{esc(ctx.world.name)}</b> (simulated; sim-only stand-in models from
+<code>{esc(str(ctx.models_dir))}</code>),
 seed {ctx.seed}{', quick' if ctx.quick else ''}. Instruction: <i>{esc(ctx.scenario.instruction)}</i></p>
 {_failure(summ)}
 <h2>Metrics (LM-Nav Sec. 5)</h2>{_table(metrics)}
@@ -226,7 +228,8 @@ seed {ctx.seed}{', quick' if ctx.quick else ''}. Instruction: <i>{esc(ctx.scenar
 <h2>LASP task job</h2>
 <p>Goal <code>{esc(str(task.get('goal', '')))}</code>; {esc(str(task.get('state', 'not run')))}:
 {esc(str(task.get('message', task.get('reason', ''))))}</p>
-<p>Injected: {esc(str((task.get('injected') or {}).get('failure', '-')))}; learned: <code>{esc(json.dumps(task.get('learned', [])))}</code>
+<p>Injected: {esc(str((task.get('injected') or {}).get('failure', '-')))};
+learned: <code>{esc(json.dumps(task.get('learned', [])))}</code>
 (approved: {task.get('approved', 0)})</p><ol>{trace}</ol>
 </body></html>
 """

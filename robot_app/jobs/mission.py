@@ -40,7 +40,8 @@ class MissionState(str, enum.Enum):
     """The route job's state (a ``str``: compares equal to, and serialises to JSON as, its value).
 
     IDLE -> PLANNING -> CONFIRM -> RUNNING -> one of the walk's outcomes (robot_app.nav.policy.Outcome:
-    REACHED, LOST, STUCK, COLLIDED, OFF_WALK, TIMEOUT, GPS_LOST, CAMERA_LOST; or CANCELLED) or STOPPED (operator STOP, safety fault, take-over) or ERROR; a failed plan returns to
+    REACHED, LOST, STUCK, COLLIDED, OFF_WALK, TIMEOUT, GPS_LOST, CAMERA_LOST; or CANCELLED) or STOPPED
+    (operator STOP, safety fault, take-over) or ERROR; a failed plan returns to
     IDLE (bad input) or ERROR.
     """
 
@@ -83,7 +84,8 @@ def fix_error_m(fix) -> float:
 
 
 class MissionError(RequestError):
-    """A request the executive cannot carry out as asked (route jobs). ``bad_input``: see :class:`robot_app.errors.RequestError`."""
+    """A request the executive cannot carry out as asked (route jobs); ``bad_input`` as in
+    :class:`robot_app.errors.RequestError`."""
 
 
 class MissionExecutive:

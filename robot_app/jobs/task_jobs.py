@@ -46,7 +46,8 @@ BATTERY_EMPTY_V, BATTERY_FULL_V = 23.0, 29.0  # Jackal 24 V lead/LiFePO4 pack, l
 
 
 class TaskError(RequestError):
-    """A task request that cannot run as given (bad goal, unknown place, busy). ``bad_input``: see :class:`robot_app.errors.RequestError`."""
+    """A task request that cannot run as given (bad goal, unknown place, busy); ``bad_input`` as in
+    :class:`robot_app.errors.RequestError`."""
 
 
 @dataclass
@@ -269,7 +270,11 @@ class TaskJobs:
 
     def knowledge_path(self) -> Path:
         c = self.config
-        return Path(c.lasp.knowledge_file) if c.lasp.knowledge_file else Path(c.paths.logs_dir).parent / "lasp-knowledge.pddl"
+        return (
+            Path(c.lasp.knowledge_file)
+            if c.lasp.knowledge_file
+            else Path(c.paths.logs_dir).parent / "lasp-knowledge.pddl"
+        )
 
     def _load_knowledge(self, task) -> list:
         """Apply the approved knowledge to ``task``; returns the edits applied."""

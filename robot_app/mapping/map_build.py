@@ -175,7 +175,9 @@ def vnm_pair_distances(vnm, logs, nodes: BuildNodes, pairs: np.ndarray, cache: D
 
     Returns (P,) float64 and the number of VNM goal evaluations run (cache hits excluded).
     """
-    keys = [f"{nodes.log_index[i]}:{nodes.frame_index[i]}>{nodes.log_index[j]}:{nodes.frame_index[j]}" for i, j in pairs]
+    keys = [
+        f"{nodes.log_index[i]}:{nodes.frame_index[i]}>{nodes.log_index[j]}:{nodes.frame_index[j]}" for i, j in pairs
+    ]
     known = cache.get(keys)
     out = np.array([known.get(k, np.nan) for k in keys], dtype=np.float64)
     todo = np.flatnonzero(np.isnan(out))
@@ -235,8 +237,17 @@ def _open_optional(factory_path: str, models_dir: Path, config, what: str):
         return None
 
 
-def build_map(log_dirs: Sequence[str | Path], out: str | Path, *, config, models_dir: str | Path | None = None,
-              overwrite: bool = False, progress: bool = False, use_vnm: bool = True, use_clip: bool = True) -> BuildReport:
+def build_map(
+    log_dirs: Sequence[str | Path],
+    out: str | Path,
+    *,
+    config,
+    models_dir: str | Path | None = None,
+    overwrite: bool = False,
+    progress: bool = False,
+    use_vnm: bool = True,
+    use_clip: bool = True,
+) -> BuildReport:
     """Build a map file from traversal logs. Returns the build report.
 
     Raises

@@ -28,7 +28,8 @@ NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 class RecordingError(RequestError):
-    """A recording or build request that cannot be carried out. ``bad_input``: see :class:`robot_app.errors.RequestError`."""
+    """A recording or build request that cannot be carried out; ``bad_input`` as in
+    :class:`robot_app.errors.RequestError`."""
 
 
 def check_name(name) -> str:
@@ -96,7 +97,11 @@ class RecordingService:
         import math
 
         merged: asyncio.Queue = asyncio.Queue(maxsize=1024)
-        sources = [(self.sensors.gps, (GpsFix, GpsNoFix)), (self.sensors.imu, (ImuReading,)), (self.sensors.base, (WheelFeedback,))]
+        sources = [
+            (self.sensors.gps, (GpsFix, GpsNoFix)),
+            (self.sensors.imu, (ImuReading,)),
+            (self.sensors.base, (WheelFeedback,)),
+        ]
         forwarders = []
         for drv, kinds in sources:
             if drv is None:
@@ -177,7 +182,11 @@ class RecordingService:
         if self.build_state == "building":
             raise RecordingError("a map is being built already")
         mission = self.mission
-        if mission is not None and mission.state == "running" and (self.maps_dir / f"{name}.sqlite") == mission.map_path():
+        if (
+            mission is not None
+            and mission.state == "running"
+            and (self.maps_dir / f"{name}.sqlite") == mission.map_path()
+        ):
             raise RecordingError(f"a route is driving on map {name!r}: stop it before rebuilding the map")
         self.build_state, self.build_message, self.build_report = "building", f"building map {name!r}", None
         self._build_task = asyncio.ensure_future(self._build(folders, name))

@@ -54,7 +54,8 @@ def write_synthetic_log(folder: str | Path, waypoints_m, *, speed_mps: float = 1
                         anchor: tuple[float, float] = ANCHOR, odometry: bool = False) -> np.ndarray:
     """Write a drive along ``waypoints_m`` to a traversal log; returns the true positions (F, 2) m.
 
-    ``anchor`` is the WGS-84 origin of the local frame; ``odometry`` adds true wheel-odometry samples. ``gps_dropout`` = (t_start, t_end) seconds of the drive with quality-0 fixes. ``colour_fn(xy)`` gives
+    ``anchor`` is the WGS-84 origin of the local frame; ``odometry`` adds true wheel-odometry samples.
+    ``gps_dropout`` = (t_start, t_end) seconds of the drive with quality-0 fixes. ``colour_fn(xy)`` gives
     the frame colour (default: a smooth function of position).
     """
     rng = np.random.default_rng(seed)

@@ -470,7 +470,10 @@ class NavPolicy:
             s.collide_since = None
         fix = self._fresh_fix(obs)
         if fix is not None:  # moving on counts as progress too (the VNM's index may jump ahead spuriously)
-            if s.progress_xy is None or math.hypot(fix[0] - s.progress_xy[0], fix[1] - s.progress_xy[1]) >= o.stuck_min_m:
+            if (
+                s.progress_xy is None
+                or math.hypot(fix[0] - s.progress_xy[0], fix[1] - s.progress_xy[1]) >= o.stuck_min_m
+            ):
                 s.progress_xy, s.progress_t = fix, t if s.progress_xy is not None else s.progress_t
         if s.phase in (Phase.VNM, Phase.GPS, Phase.APPROACH) and t - s.progress_t > o.stuck_s:
             return self._end(Outcome.STUCK, obs, f"no progress along the walk for stuck_s = {o.stuck_s:.0f} s")
@@ -572,12 +575,21 @@ class NavPolicy:
             if off > o.gps_goal_check_m:
                 tail = np.arange(max(0, lo, k - o.goal_check_tail_nodes), k)
                 j = min(int(tail[np.argmin(np.hypot(xy[tail, 0] - fix[0], xy[tail, 1] - fix[1]))]), k - 2)
-                self.notes.append(f"the VNM reached the goal {off:.1f} m from it by GPS; GPS drives from walk index {j}")
+                self.notes.append(
+                    f"the VNM reached the goal {off:.1f} m from it by GPS; GPS drives from walk index {j}"
+                )
                 self.stretches.append(("gps", j, k - 1))
                 return self._begin(len(self.stretches) - 1, obs, t, turn=False)
         if mode == "vnm":
-            to_goal = s.arrived_m if s.arrived_m is not None else (
-                s.vnm.best_steps * o.vnm_scale_v_mps * self.vnm_period_s if math.isfinite(s.vnm.best_steps) else math.inf)
+            to_goal = (
+                s.arrived_m
+                if s.arrived_m is not None
+                else (
+                    s.vnm.best_steps * o.vnm_scale_v_mps * self.vnm_period_s
+                    if math.isfinite(s.vnm.best_steps)
+                    else math.inf
+                )
+            )
         else:
             to_goal = s.gps.best_goal_m if s.gps is not None else math.inf
             fix_goal = None if fix is None else math.hypot(xy[-1, 0] - fix[0], xy[-1, 1] - fix[1])
@@ -613,8 +625,9 @@ class NavPolicy:
         here = leg.lo + leg.tracker.index
         if obs.frame_t_s is None or t - obs.frame_t_s > o.frame_max_age_s:
             if t - s.frame_ok_t > o.camera_lost_s:
-                return self._end(Outcome.CAMERA_LOST, obs, f"no camera frame for camera_lost_s = {o.camera_lost_s:.0f} s",
-                                 index=here)
+                return self._end(
+                    Outcome.CAMERA_LOST, obs, f"no camera frame for camera_lost_s = {o.camera_lost_s:.0f} s", index=here
+                )
             return self._stand(period, "no fresh camera frame", index=here)
         s.frame_ok_t = t
         if obs.vnm is None:

@@ -5,7 +5,8 @@ at; :mod:`robot_app.nav.policy` turns it into a command with :func:`core.control
 (LM-Nav's GPS controller: the straight-line rule towards a point ahead on the walk).
 
 - Progress: :func:`core.control.advance_along` over the path from the progress so far to
-  ``2 lookahead + 2`` m beyond it, the EARLIEST point within ``tolerance_m`` of the nearest one (pure pursuit's projection; where the path folds back
+  ``2 lookahead + 2`` m beyond it, the EARLIEST point within ``tolerance_m`` of the nearest one (pure pursuit's
+  projection; where the path folds back
   onto itself both legs pass the robot, and the earlier is the one it is on).
 - Folds: nodes where the path turns back by more than :data:`FOLD_DEG`; the robot drives to a fold's tip
   (within :data:`FOLD_REACHED_M`) before the leg back counts.

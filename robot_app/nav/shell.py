@@ -28,11 +28,12 @@ class WalkShell:
     """Steps one :class:`NavPolicy` on the robot (module docstring).
 
     ``sensors`` is the app's :class:`robot_app.interfaces.Sensors` (camera frames, wheel feedback from the
-    base), ``commands`` the command multiplexer (the autonomy slot is written). ``pose_source`` has ``sense() -> bool`` (fresh fix), ``estimator`` (x_m, y_m, yaw_rad, yaw_known,
-    fix_t_mono_s, gyro_t_mono_s), ``pose_source`` ("estimator" while the fused pose is used) and
-    ``period_s``; ``vnm`` a :class:`models.vnm.VnmModel` (None: GPS drives), ``goals`` its preprocessed
-    node images (K, ...) in walk order. ``observe``, when given, replaces the sensors: an async callable
-    ``(policy) -> Observation`` (the same-directives test feeds a scripted sequence through it).
+    base), ``commands`` the command multiplexer (the autonomy slot is written). ``pose_source`` has
+    ``sense() -> bool`` (fresh fix), ``estimator`` (x_m, y_m, yaw_rad, yaw_known, fix_t_mono_s, gyro_t_mono_s),
+    ``pose_source`` ("estimator" while the fused pose is used) and ``period_s``; ``vnm`` a
+    :class:`models.vnm.VnmModel` (None: GPS drives), ``goals`` its preprocessed node images (K, ...) in walk
+    order. ``observe``, when given, replaces the sensors: an async callable ``(policy) -> Observation`` (the
+    same-directives test feeds a scripted sequence through it).
     """
 
     def __init__(self, sensors, commands, pose_source, *, vnm=None, goals=None, sender: str = "navigator",

@@ -127,7 +127,9 @@ class VnmNavigator:
         if observe is None:
             goals = await asyncio.to_thread(lambda: vnm.preprocess_many([decode_jpeg(j) for j in node_jpegs]))
         pose = self.gps_navigator if self.gps_navigator is not None else NoPose()
-        self.shell = WalkShell(self.sensors, self.commands, pose, vnm=vnm, goals=goals, sender="vnm-navigator", observe=observe)
+        self.shell = WalkShell(
+            self.sensors, self.commands, pose, vnm=vnm, goals=goals, sender="vnm-navigator", observe=observe
+        )
         t0 = time.monotonic()
         try:
             d = await self.shell.run(policy)

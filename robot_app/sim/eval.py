@@ -132,7 +132,9 @@ def _explore(world: World, iset: InstructionSet, s: EvalSettings, out: Path) -> 
     return folder, info, False
 
 
-def _build(log_dir: Path, models_dir: Path, config, explore_key: str, out: Path, progress: bool) -> tuple[Path, dict, bool]:
+def _build(
+    log_dir: Path, models_dir: Path, config, explore_key: str, out: Path, progress: bool
+) -> tuple[Path, dict, bool]:
     """Build the map from the exploration (or reuse it). Returns (map file, build report, cached)."""
     key = _digest({"explore": explore_key, "mapping": dataclasses.asdict(config.mapping),
                    "clip_crops": config.camera.clip_crops,
@@ -282,7 +284,11 @@ def _plan_row(ctx: _Context, ins, parse_fn) -> tuple[dict, dict]:
         item = {"status": r.status.value, "success": False, "efficiency": 0.0}
         if r.ok:
             lm_nodes = r.landmark_nodes
-            hits = [bool(int(v) in set(t.tolist())) for v, t in zip(lm_nodes, truth)] if len(lm_nodes) == len(truth) else []
+            hits = (
+                [bool(int(v) in set(t.tolist())) for v, t in zip(lm_nodes, truth)]
+                if len(lm_nodes) == len(truth)
+                else []
+            )
             item.update(success=len(lm_nodes) == len(truth) and planning_success(lm_nodes, truth),
                         efficiency=round(planning_efficiency(intended.length, r.length), 4),
                         length_steps=round(r.length, 2), length_m=round(_length_m(ctx.true_xy, r.nodes), 2),

@@ -153,7 +153,9 @@ def _read_instruction(raw: Any, i: int, origin: str, world: World | None, names:
     return SimInstruction(ident, text.strip(), (float(start[0]), float(start[1]), math.radians(start[2])), landmarks)
 
 
-def instructions_from_mapping(data: Any, *, origin: str = "<instructions>", world: World | None = None) -> InstructionSet:
+def instructions_from_mapping(
+    data: Any, *, origin: str = "<instructions>", world: World | None = None
+) -> InstructionSet:
     """Validate parsed JSON and build an :class:`InstructionSet`.
 
     Parameters

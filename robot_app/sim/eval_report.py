@@ -110,10 +110,12 @@ def format_table(report: dict) -> str:
         lines += ["", f"{'execution':<24} {'success':>8} {'reached':>8} {'diseng.':>8} {'per 100 m':>10} {'eff.':>6} "
                       f"{'GPS m':>6} {'re-plans':>8}"]
         for name, e in t["execution"].items():
-            lines.append(f"{_EXEC_LABEL[name]:<24} {_fmt(e['success_rate'], True):>8} {_fmt(e['reached_rate'], True):>8} "
-                         f"{e['disengagements']:>8} {_fmt(e['disengagements_per_100m']):>10} "
-                         f"{_fmt(e['efficiency_mean']):>6} {_fmt(e.get('gps_share'), True):>6} "
-                         f"{e.get('replans', 0):>8}")
+            lines.append(
+                f"{_EXEC_LABEL[name]:<24} {_fmt(e['success_rate'], True):>8} {_fmt(e['reached_rate'], True):>8} "
+                f"{e['disengagements']:>8} {_fmt(e['disengagements_per_100m']):>10} "
+                f"{_fmt(e['efficiency_mean']):>6} {_fmt(e.get('gps_share'), True):>6} "
+                f"{e.get('replans', 0):>8}"
+            )
     if t["invalid"]:
         lines.append(f"\n{t['invalid']} instruction(s) left out: their truth could not be placed on the map")
     return "\n".join(lines)

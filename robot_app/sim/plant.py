@@ -154,7 +154,8 @@ class GpsView:
 
     Error = first-order Gauss-Markov bias (std ``noise_m`` / 2 per axis, correlation time ``tau_s``)
     + white noise (std ``noise_m`` / 2 per axis), so the horizontal RMS error is ``noise_m``; updated at
-    each :meth:`state` call from the plant's clock. A model of consumer GNSS error (Gauss-Markov position bias: e.g. Groves,
+    each :meth:`state` call from the plant's clock. A model of consumer GNSS error (Gauss-Markov position bias:
+    e.g. Groves,
     "Principles of GNSS, Inertial, and Multisensor Integrated Navigation Systems", 2nd ed., Sec. 9.4).
     """
 

@@ -108,7 +108,9 @@ class WorldRenderer:
         if shape == "box":
             vs = p.createVisualShape(p.GEOM_BOX, halfExtents=[s / 2 for s in size], rgbaColor=rgba, physicsClientId=cid)
         elif shape == "cylinder":
-            vs = p.createVisualShape(p.GEOM_CYLINDER, radius=size[0], length=size[1], rgbaColor=rgba, physicsClientId=cid)
+            vs = p.createVisualShape(
+                p.GEOM_CYLINDER, radius=size[0], length=size[1], rgbaColor=rgba, physicsClientId=cid
+            )
         else:
             vs = p.createVisualShape(p.GEOM_SPHERE, radius=size[0], rgbaColor=rgba, physicsClientId=cid)
         p.createMultiBody(baseMass=0, baseVisualShapeIndex=vs, basePosition=list(pos),

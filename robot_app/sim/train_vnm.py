@@ -84,8 +84,18 @@ class _Plan:
 
 _FULL = _Plan(train_drives_per_world=24, train_repeats=3, train_route_m=90.0, heldout_routes_per_world=2,
               heldout_route_m=60.0, epochs=12, goals_per_anchor=4, batch_anchors=32, lr=2e-3, eval_stride=3)
-_QUICK = _Plan(train_drives_per_world=2, train_repeats=2, train_route_m=25.0, heldout_routes_per_world=1, heldout_route_m=20.0,
-               epochs=1, goals_per_anchor=4, batch_anchors=32, lr=2e-3, eval_stride=4)
+_QUICK = _Plan(
+    train_drives_per_world=2,
+    train_repeats=2,
+    train_route_m=25.0,
+    heldout_routes_per_world=1,
+    heldout_route_m=20.0,
+    epochs=1,
+    goals_per_anchor=4,
+    batch_anchors=32,
+    lr=2e-3,
+    eval_stride=4,
+)
 
 
 def _render_drives(worlds: list, plan: _Plan, *, seed: int, heldout: bool, progress: bool) -> list:
@@ -159,7 +169,11 @@ def _train(data: DriveFrames, plan: _Plan, *, seed: int, progress: bool):
                 loss = 0.5 * loss_d
                 if mask.any():
                     target = wp_all[torch.from_numpy(a)][mask]
-                    loss = loss + F.mse_loss(wp[mask, :, :2], target[..., :2]) + F.mse_loss(wp[mask, :, 2:], target[..., 2:])
+                    loss = (
+                        loss
+                        + F.mse_loss(wp[mask, :, :2], target[..., :2])
+                        + F.mse_loss(wp[mask, :, 2:], target[..., 2:])
+                    )
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
@@ -276,16 +290,29 @@ def evaluate_vnm(vnm, drives: Sequence[Drive], *, tau_steps: float | None = None
     def const_mae(labels):  # the best constant guess (the median label): a head without distance information
         return mean(np.abs(np.asarray(labels) - np.median(labels))) if len(labels) else float("nan")
 
-    return {"dist_mae_steps": mean(err), "dist_mae_const_steps": const_mae(lab),
-            "dist_mae_cross_steps": mean(cross_err), "dist_mae_cross_const_steps": const_mae(cross_lab),
-            "dist_pairs": len(err), "dist_order_acc": order_ok / order_n if order_n else float("nan"),
-            "negative_rejection": mean(neg_pred >= tau), "near_negative_rejection": mean(neg_pred[neg_near] >= tau),
-            "negatives": int(neg_pred.size), "tau_steps": float(tau),
-            "localisation_acc": mean(hits), "localisation_chance": mean(chance), "localisation_queries": len(hits),
-            "localisation_window_frames": window, "localisation_wide_acc": mean(hits_wide),
-            "localisation_wide_chance": mean(chance_wide), "waypoint_err_m": mean(wp_err), "waypoint2_err_m": mean(wp2_err),
-            "predict_ms_9_goals": float(np.median(t_ms)), "heldout_frames": int(len(data)),
-            "heldout_drives": len(drives)}
+    return {
+        "dist_mae_steps": mean(err),
+        "dist_mae_const_steps": const_mae(lab),
+        "dist_mae_cross_steps": mean(cross_err),
+        "dist_mae_cross_const_steps": const_mae(cross_lab),
+        "dist_pairs": len(err),
+        "dist_order_acc": order_ok / order_n if order_n else float("nan"),
+        "negative_rejection": mean(neg_pred >= tau),
+        "near_negative_rejection": mean(neg_pred[neg_near] >= tau),
+        "negatives": int(neg_pred.size),
+        "tau_steps": float(tau),
+        "localisation_acc": mean(hits),
+        "localisation_chance": mean(chance),
+        "localisation_queries": len(hits),
+        "localisation_window_frames": window,
+        "localisation_wide_acc": mean(hits_wide),
+        "localisation_wide_chance": mean(chance_wide),
+        "waypoint_err_m": mean(wp_err),
+        "waypoint2_err_m": mean(wp2_err),
+        "predict_ms_9_goals": float(np.median(t_ms)),
+        "heldout_frames": int(len(data)),
+        "heldout_drives": len(drives),
+    }
 
 
 def _as_world(w) -> World:
@@ -344,7 +371,9 @@ def train_sim_vnm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
     try:
         timing = {}
         t0 = time.perf_counter()
-        train = DriveFrames(_render_drives(worlds, plan, seed=seed, heldout=False, progress=progress), dmax=DIST_MAX_STEPS)
+        train = DriveFrames(
+            _render_drives(worlds, plan, seed=seed, heldout=False, progress=progress), dmax=DIST_MAX_STEPS
+        )
         held = _render_drives(worlds, plan, seed=seed, heldout=True, progress=progress)
         timing["render"] = time.perf_counter() - t0
         t0 = time.perf_counter()

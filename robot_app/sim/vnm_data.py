@@ -155,7 +155,9 @@ def _offset_route(plan: RoutePlan, rng: np.random.Generator, max_offset_m: float
     s = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(p, axis=0), axis=1))])
     a1, a2 = rng.uniform(0.0, 1.0, 2) * max_offset_m * np.array([0.7, 0.3])
     l1, l2 = rng.uniform(15.0, 40.0), rng.uniform(6.0, 12.0)
-    off = a1 * np.sin(2 * np.pi * s / l1 + rng.uniform(0, 2 * np.pi)) + a2 * np.sin(2 * np.pi * s / l2 + rng.uniform(0, 2 * np.pi))
+    off = a1 * np.sin(2 * np.pi * s / l1 + rng.uniform(0, 2 * np.pi)) + a2 * np.sin(
+        2 * np.pi * s / l2 + rng.uniform(0, 2 * np.pi)
+    )
     lim = np.maximum(plan.half_width_m - clearance_m, 0.0)
     off = np.clip(off, -lim, lim)
     return p + normal * off[:, None]
@@ -267,7 +269,9 @@ class DriveFrames:
                            axis=-1).astype(np.float32)
         self.xy_tree = cKDTree(self.pose[:, :2])
         # another drive's frame at (nearly) the same pose: cross-drive positives
-        feat = np.concatenate([self.pose[:, :2], 2.0 * np.stack([np.cos(self.pose[:, 2]), np.sin(self.pose[:, 2])], 1)], 1)
+        feat = np.concatenate(
+            [self.pose[:, :2], 2.0 * np.stack([np.cos(self.pose[:, 2]), np.sin(self.pose[:, 2])], 1)], 1
+        )
         # (a drive has ~4 frames per metre, so look far enough to get past the frame's own drive)
         _, nn = cKDTree(feat).query(feat, k=min(64, m))
         nn = nn.reshape(m, -1)

@@ -134,9 +134,15 @@ def drive_dev_walks(world, walks: list[list[int]], xy: np.ndarray, yaw: np.ndarr
                  "reached" if res.reached else "not reached", res.disengagements)
     km = sum(r["length_m"] for r in rows) / 1000.0
     kinds = {kd: sum(r["disengagements"][kd] for r in rows) for kd in eval_drive.DISENGAGEMENT_KINDS}
-    return {"walks": len(rows), "km": round(km, 3), "reached": float(np.mean([r["reached"] for r in rows])) if rows else 0.0,
-            "per_100m": round(sum(kinds.values()) / (10.0 * km), 2) if km > 0 else 0.0, "kinds": kinds,
-            "near_turn": int(near), "rows": rows}
+    return {
+        "walks": len(rows),
+        "km": round(km, 3),
+        "reached": float(np.mean([r["reached"] for r in rows])) if rows else 0.0,
+        "per_100m": round(sum(kinds.values()) / (10.0 * km), 2) if km > 0 else 0.0,
+        "kinds": kinds,
+        "near_turn": int(near),
+        "rows": rows,
+    }
 
 
 def sim_options():

@@ -98,36 +98,90 @@ _GREY, _WHITE, _BROWN = (0.5, 0.5, 0.52), (0.93, 0.93, 0.93), (0.45, 0.3, 0.15)
 #: Landmark object categories (sizes are typical real ones, metres). Buildings use the categories
 #: "building", "red building", "glass building", ... and are sized in the world file.
 CATALOGUE: dict[str, CatalogueEntry] = {
-    "stop sign": CatalogueEntry((_cyl(0.04, 2.1, 0.0, _GREY), _box(0.05, 0.75, 0.75, 1.75, (0.8, 0.05, 0.05))),
-                                0.2, "a red octagonal stop sign on a pole"),
-    "traffic cone": CatalogueEntry((_cyl(0.2, 0.05, 0.0, (1.0, 0.4, 0.0)), _cyl(0.15, 0.25, 0.05, (1.0, 0.45, 0.0)),
-                                    _cyl(0.1, 0.2, 0.3, _WHITE), _cyl(0.06, 0.2, 0.5, (1.0, 0.45, 0.0))),
-                                   0.25, "an orange traffic cone"),
-    "fire hydrant": CatalogueEntry((_cyl(0.13, 0.65, 0.0, (0.85, 0.1, 0.05)), _cyl(0.09, 0.12, 0.65, (0.85, 0.6, 0.1)),
-                                    _box(0.36, 0.08, 0.08, 0.4, (0.85, 0.1, 0.05))),
-                                   0.25, "a red fire hydrant"),
-    "white truck": CatalogueEntry((_box(5.0, 2.3, 2.4, 0.5, _WHITE, x=-0.8), _box(1.8, 2.2, 1.9, 0.5, (0.9, 0.9, 0.95), x=2.6),
-                                   _box(6.8, 2.0, 0.5, 0.0, (0.1, 0.1, 0.1))),
-                                  3.6, "a white box truck"),
-    "blue dumpster": CatalogueEntry((_box(1.9, 1.4, 1.3, 0.1, (0.1, 0.25, 0.75)), _box(1.95, 1.45, 0.08, 1.4, (0.05, 0.15, 0.5))),
-                                    1.2, "a blue dumpster"),
-    "picnic table": CatalogueEntry((_box(1.8, 0.8, 0.06, 0.72, _BROWN), _box(1.8, 0.3, 0.05, 0.42, _BROWN, y=0.6),
-                                    _box(1.8, 0.3, 0.05, 0.42, _BROWN, y=-0.6), _box(0.1, 1.4, 0.7, 0.0, (0.35, 0.22, 0.1))),
-                                   1.1, "a wooden picnic table"),
-    "bench": CatalogueEntry((_box(1.6, 0.45, 0.06, 0.42, _BROWN), _box(1.6, 0.06, 0.45, 0.5, _BROWN, y=-0.22),
-                             _box(0.08, 0.4, 0.42, 0.0, (0.2, 0.2, 0.2))),
-                            0.9, "a wooden park bench"),
-    "trailer": CatalogueEntry((_box(7.5, 2.5, 2.6, 1.0, (0.85, 0.85, 0.8)), _box(7.5, 2.3, 0.4, 0.5, (0.15, 0.15, 0.15)),
-                               _cyl(0.45, 0.3, 0.0, (0.05, 0.05, 0.05), x=-2.5)),
-                              4.0, "a long white trailer"),
+    "stop sign": CatalogueEntry(
+        (_cyl(0.04, 2.1, 0.0, _GREY), _box(0.05, 0.75, 0.75, 1.75, (0.8, 0.05, 0.05))),
+        0.2,
+        "a red octagonal stop sign on a pole",
+    ),
+    "traffic cone": CatalogueEntry(
+        (
+            _cyl(0.2, 0.05, 0.0, (1.0, 0.4, 0.0)),
+            _cyl(0.15, 0.25, 0.05, (1.0, 0.45, 0.0)),
+            _cyl(0.1, 0.2, 0.3, _WHITE),
+            _cyl(0.06, 0.2, 0.5, (1.0, 0.45, 0.0)),
+        ),
+        0.25,
+        "an orange traffic cone",
+    ),
+    "fire hydrant": CatalogueEntry(
+        (
+            _cyl(0.13, 0.65, 0.0, (0.85, 0.1, 0.05)),
+            _cyl(0.09, 0.12, 0.65, (0.85, 0.6, 0.1)),
+            _box(0.36, 0.08, 0.08, 0.4, (0.85, 0.1, 0.05)),
+        ),
+        0.25,
+        "a red fire hydrant",
+    ),
+    "white truck": CatalogueEntry(
+        (
+            _box(5.0, 2.3, 2.4, 0.5, _WHITE, x=-0.8),
+            _box(1.8, 2.2, 1.9, 0.5, (0.9, 0.9, 0.95), x=2.6),
+            _box(6.8, 2.0, 0.5, 0.0, (0.1, 0.1, 0.1)),
+        ),
+        3.6,
+        "a white box truck",
+    ),
+    "blue dumpster": CatalogueEntry(
+        (_box(1.9, 1.4, 1.3, 0.1, (0.1, 0.25, 0.75)), _box(1.95, 1.45, 0.08, 1.4, (0.05, 0.15, 0.5))),
+        1.2,
+        "a blue dumpster",
+    ),
+    "picnic table": CatalogueEntry(
+        (
+            _box(1.8, 0.8, 0.06, 0.72, _BROWN),
+            _box(1.8, 0.3, 0.05, 0.42, _BROWN, y=0.6),
+            _box(1.8, 0.3, 0.05, 0.42, _BROWN, y=-0.6),
+            _box(0.1, 1.4, 0.7, 0.0, (0.35, 0.22, 0.1)),
+        ),
+        1.1,
+        "a wooden picnic table",
+    ),
+    "bench": CatalogueEntry(
+        (
+            _box(1.6, 0.45, 0.06, 0.42, _BROWN),
+            _box(1.6, 0.06, 0.45, 0.5, _BROWN, y=-0.22),
+            _box(0.08, 0.4, 0.42, 0.0, (0.2, 0.2, 0.2)),
+        ),
+        0.9,
+        "a wooden park bench",
+    ),
+    "trailer": CatalogueEntry(
+        (
+            _box(7.5, 2.5, 2.6, 1.0, (0.85, 0.85, 0.8)),
+            _box(7.5, 2.3, 0.4, 0.5, (0.15, 0.15, 0.15)),
+            _cyl(0.45, 0.3, 0.0, (0.05, 0.05, 0.05), x=-2.5),
+        ),
+        4.0,
+        "a long white trailer",
+    ),
     "manhole cover": CatalogueEntry((_cyl(0.35, 0.02, 0.0, (0.2, 0.2, 0.22)),), 0.0, "a round manhole cover"),
-    "tree": CatalogueEntry((_cyl(0.2, 2.5, 0.0, (0.4, 0.26, 0.12)), Part("sphere", (2.0,), (0.0, 0.0, 3.8), (0.15, 0.45, 0.12))),
-                           0.4, "a leafy green tree"),
-    "street lamp": CatalogueEntry((_cyl(0.07, 5.0, 0.0, (0.25, 0.25, 0.28)), _box(0.8, 0.25, 0.15, 4.9, (0.25, 0.25, 0.28), x=0.35),
-                                   _box(0.5, 0.2, 0.04, 4.86, (1.0, 0.95, 0.7), x=0.45)),
-                                  0.2, "a tall street lamp"),
-    "mailbox": CatalogueEntry((_cyl(0.05, 1.0, 0.0, _GREY), _box(0.5, 0.4, 0.5, 1.0, (0.1, 0.2, 0.6))),
-                              0.35, "a blue mailbox"),
+    "tree": CatalogueEntry(
+        (_cyl(0.2, 2.5, 0.0, (0.4, 0.26, 0.12)), Part("sphere", (2.0,), (0.0, 0.0, 3.8), (0.15, 0.45, 0.12))),
+        0.4,
+        "a leafy green tree",
+    ),
+    "street lamp": CatalogueEntry(
+        (
+            _cyl(0.07, 5.0, 0.0, (0.25, 0.25, 0.28)),
+            _box(0.8, 0.25, 0.15, 4.9, (0.25, 0.25, 0.28), x=0.35),
+            _box(0.5, 0.2, 0.04, 4.86, (1.0, 0.95, 0.7), x=0.45),
+        ),
+        0.2,
+        "a tall street lamp",
+    ),
+    "mailbox": CatalogueEntry(
+        (_cyl(0.05, 1.0, 0.0, _GREY), _box(0.5, 0.4, 0.5, 1.0, (0.1, 0.2, 0.6))), 0.35, "a blue mailbox"
+    ),
 }
 
 BUILDING_COLOURS = {

@@ -55,7 +55,10 @@ def test_handshake_readings_and_shutdown(tmp_path, arun):
             await _wait_for(lambda: sim.tx_stops == 1, 1.0)
             assert sim.drive_log[-1][1].mode == ros1.Drive.MODE_NONE
             last_velocity = sim.drive_log[-2][1]
-            assert last_velocity.mode == ros1.Drive.MODE_VELOCITY and (last_velocity.left, last_velocity.right) == (0.0, 0.0)
+            assert last_velocity.mode == ros1.Drive.MODE_VELOCITY and (last_velocity.left, last_velocity.right) == (
+                0.0,
+                0.0,
+            )
             assert not sim.configured
     arun(body)
 

@@ -21,8 +21,10 @@ def test_decode_json_counts(dev_data, capsys, name, fixes):
 
 def test_decode_human_output_and_bad_reasons(tmp_path, capsys):
     log = tmp_path / "bad.nmea"
-    log.write_bytes(b"# header\n\x00\x00GGA,garbage\n$GPGGA,113258,3238.9148,N,10822.4466,W,2,08,1.1,1577.4,M,-24.6,M,,*00\n"
-                    b"$GPGGA,113258,3238.9148,N,10822.4466,W,2,08,1.1,1577.4,M,-24.6,M,,*4D\n")
+    log.write_bytes(
+        b"# header\n\x00\x00GGA,garbage\n$GPGGA,113258,3238.9148,N,10822.4466,W,2,08,1.1,1577.4,M,-24.6,M,,*00\n"
+        b"$GPGGA,113258,3238.9148,N,10822.4466,W,2,08,1.1,1577.4,M,-24.6,M,,*4D\n"
+    )
     assert main(["gps", "decode", str(log)]) == 0
     out = capsys.readouterr().out
     assert "32.6485800" in out and "fixes 1" in out and "bad 2" in out and "checksum" in out

@@ -22,8 +22,12 @@ def test_inverse_then_forward_is_identity(v, w):
 
 def test_jackal_numbers():
     # 1 m/s straight: both wheels 1/0.098 rad/s; turning in place at 1 rad/s: -+0.2815/0.098 rad/s
-    assert twist_to_wheels(1.0, 0.0, wheel_radius_m=R, wheel_separation_m=WS) == pytest.approx((10.2041, 10.2041), rel=1e-4)
-    assert twist_to_wheels(0.0, 1.0, wheel_radius_m=R, wheel_separation_m=WS) == pytest.approx((-2.87245, 2.87245), rel=1e-4)
+    assert twist_to_wheels(1.0, 0.0, wheel_radius_m=R, wheel_separation_m=WS) == pytest.approx(
+        (10.2041, 10.2041), rel=1e-4
+    )
+    assert twist_to_wheels(0.0, 1.0, wheel_radius_m=R, wheel_separation_m=WS) == pytest.approx(
+        (-2.87245, 2.87245), rel=1e-4
+    )
 
 
 def test_limiter_clips_speed_and_ramps_acceleration():

@@ -149,7 +149,9 @@ def test_rmc_only_stream_gives_fixes_with_date_speed_course():
     assert isinstance(r, GpsFix) and r.source == "RMC"
     assert r.speed_mps == pytest.approx(5.3 * 1852 / 3600) and r.course_deg == pytest.approx(247.1)
     assert r.utc.isoformat() == "2022-10-18T11:32:58+00:00"
-    assert r.latitude_deg == pytest.approx(32 + 38.9148 / 60) and r.longitude_deg == pytest.approx(-(108 + 22.4466 / 60))
+    assert r.latitude_deg == pytest.approx(32 + 38.9148 / 60) and r.longitude_deg == pytest.approx(
+        -(108 + 22.4466 / 60)
+    )
 
 
 def test_gst_becomes_enu_covariance_and_expires():

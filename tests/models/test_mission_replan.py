@@ -63,8 +63,17 @@ def test_a_lost_vnm_walk_is_replanned_with_a_gps_start(tmp_path, clip_export_dir
                     n = len(m.nodes)
                 plan = await mission.plan_route(None, goal=n - 1)
                 assert plan["nodes"][0] <= 2 and plan["nodes"][-1] == n - 1
-                nav = VnmNavigator(app.sensors, app.commands, app.registry.vnm(), nav_options(app.config), lost_steps=1e9, close_steps=-1.0, timeout_s=6.0,
-                                   goal_close=True, gps_navigator=_ScriptedGps(app, script))
+                nav = VnmNavigator(
+                    app.sensors,
+                    app.commands,
+                    app.registry.vnm(),
+                    nav_options(app.config),
+                    lost_steps=1e9,
+                    close_steps=-1.0,
+                    timeout_s=6.0,
+                    goal_close=True,
+                    gps_navigator=_ScriptedGps(app, script),
+                )
                 mission.state, mission.progress = "running", {"mode": "vnm"}
                 await mission._drive(nav, mission._vnm_args())  # what Go starts, with this navigator
                 return mission, nav, plan

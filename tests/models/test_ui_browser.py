@@ -65,7 +65,9 @@ def test_operator_plans_drives_and_stops_from_the_touchscreen(tmp_path, route_se
                             f"document.getElementById('landmarks').textContent.includes('node {n - 1}')", timeout=15000)
                     except Exception:
                         await page.screenshot(path=str(ARTIFACTS / "failed-map-tap.png"))
-                        raise AssertionError(f"tap at ({x}, {y}) planned nothing: {await page.inner_text('#message')!r}")
+                        raise AssertionError(
+                            f"tap at ({x}, {y}) planned nothing: {await page.inner_text('#message')!r}"
+                        )
                     await page.click("#go")
                     await page.wait_for_function("document.getElementById('st-mode').dataset.state === 'running'")
                     await page.wait_for_function("!document.getElementById('subgoal').hidden")  # next subgoal image
@@ -96,7 +98,9 @@ def test_operator_plans_drives_and_stops_from_the_touchscreen(tmp_path, route_se
                     await page.click("#pick-start")
                     x, y = await page.evaluate("window.robotUi.nodePixel(1)")
                     await page.mouse.click(x, y)
-                    await page.wait_for_function("document.getElementById('map-hint').textContent.startsWith('Start: node 1')")
+                    await page.wait_for_function(
+                        "document.getElementById('map-hint').textContent.startsWith('Start: node 1')"
+                    )
                     await page.screenshot(path=str(ARTIFACTS / "map-1280x800.png"))
                     assert not errors, errors
                 finally:

@@ -52,9 +52,12 @@ def route_setup(tmp_path, clip_export_dir, capsys):
     capsys.readouterr()
     base = Config()
     return dataclasses.replace(
-        base, paths=dataclasses.replace(base.paths, models_dir=str(models), logs_dir=str(tmp_path / "logs")),
+        base,
+        paths=dataclasses.replace(base.paths, models_dir=str(models), logs_dir=str(tmp_path / "logs")),
         mission=dataclasses.replace(base.mission, map_file=str(tmp_path / "m.map"), max_v_mps=0.8),
-        ui=dataclasses.replace(base.ui, port=0, secret_file=""), llm=dataclasses.replace(base.llm, landmark_parser="rules"))
+        ui=dataclasses.replace(base.ui, port=0, secret_file=""),
+        llm=dataclasses.replace(base.llm, landmark_parser="rules"),
+    )
 
 
 def test_plan_confirm_drive_and_stop_through_the_api(tmp_path, route_setup):
@@ -160,7 +163,9 @@ def test_commands_need_the_token_when_one_is_set(route_setup):
             async with aiohttp.ClientSession() as http:
                 assert app.ui_token == "s3cret"  # [ui] token replaces the per-start random one
                 assert (await http.post(url + "/api/release", json={})).status == 401
-                assert (await http.post(url + "/api/release", json={}, headers={"X-Robot-Token": "wrong"})).status == 401
+                assert (
+                    await http.post(url + "/api/release", json={}, headers={"X-Robot-Token": "wrong"})
+                ).status == 401
                 r = await http.post(url + "/api/release", json={}, headers={"X-Robot-Token": "s3cret"})
                 assert r.status not in (401, 403, 415)  # accepted (the base is not connected: 400/409)
                 assert (await http.post(url + "/api/stop")).status == 200  # STOP: never blocked

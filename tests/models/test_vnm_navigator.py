@@ -57,7 +57,16 @@ def test_vnm_loop_runs_within_limits_and_stops(tmp_path, vnm_export):
                 vnm = app.registry.vnm()
                 assert vnm is not None and app.registry.vnm() is vnm
                 # random weights: force stepping (never lost, never close) and end by the time limit
-                nav = VnmNavigator(app.sensors, app.commands, vnm, nav_options(app.config), lost_steps=1e9, close_steps=-1.0, timeout_s=4.0, goal_close=True)
+                nav = VnmNavigator(
+                    app.sensors,
+                    app.commands,
+                    vnm,
+                    nav_options(app.config),
+                    lost_steps=1e9,
+                    close_steps=-1.0,
+                    timeout_s=4.0,
+                    goal_close=True,
+                )
                 report = await nav.follow(jpegs)
                 await asyncio.sleep(0.4)
                 after = sim.plant.state()
@@ -123,9 +132,19 @@ def test_vnm_stretch_gps_guard_and_arrival(tmp_path, vnm_export):
                 out = {}
                 for name, script in scripts.items():
                     # "far": [vnm_nav] gps_approach_m = 0, no leg onto the walk
-                    nav = VnmNavigator(app.sensors, app.commands, app.registry.vnm(), nav_options(app.config), lost_steps=1e9, close_steps=-1.0, timeout_s=5.0,
-                                       goal_close=True, gps_navigator=_ScriptedGps(app, script), stuck_s=3.0,
-                                       gps_approach_m=0.0 if name == "far" else 5.0)
+                    nav = VnmNavigator(
+                        app.sensors,
+                        app.commands,
+                        app.registry.vnm(),
+                        nav_options(app.config),
+                        lost_steps=1e9,
+                        close_steps=-1.0,
+                        timeout_s=5.0,
+                        goal_close=True,
+                        gps_navigator=_ScriptedGps(app, script),
+                        stuck_s=3.0,
+                        gps_approach_m=0.0 if name == "far" else 5.0,
+                    )
                     out[name] = await nav.follow(jpegs, walk_latlon=walk), nav.stretches
             finally:
                 app.request_stop()

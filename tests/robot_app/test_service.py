@@ -126,8 +126,11 @@ def stop_app(proc, listener):
 
 
 def test_ready_without_devices_then_sigterm_exits_0(tmp_path):
-    proc, notify = start_app(tmp_path, f'[serial]\nbase_port = "{tmp_path / "no-jackal"}"\ngps_source = "mcu"\n'
-                                       f'imu_source = "mcu"\n[paths]\nmodels_dir = "{tmp_path / "models"}"\n[ui]\nport = 0\n')
+    proc, notify = start_app(
+        tmp_path,
+        f'[serial]\nbase_port = "{tmp_path / "no-jackal"}"\ngps_source = "mcu"\n'
+        f'imu_source = "mcu"\n[paths]\nmodels_dir = "{tmp_path / "models"}"\n[ui]\nport = 0\n',
+    )
     try:
         ready = notify.wait_for(lambda m: m.get("READY") == "1", 60)
         assert "MCU link DOWN" in ready["STATUS"]

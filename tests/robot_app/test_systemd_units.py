@@ -50,11 +50,22 @@ def test_units_verify(tmp_path, unit):
 
 def test_service_unit_is_hardened_but_reaches_its_devices_and_directories():
     text = (UNITS / "robot-app.service").read_text()
-    for line in ("CapabilityBoundingSet=\n", "DevicePolicy=closed", "DeviceAllow=char-ttyUSB rw", "DeviceAllow=char-ttyACM rw",
-                 "DeviceAllow=char-video4linux rw", "DeviceAllow=char-input r", "SystemCallFilter=@system-service",
-                 "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6", "IPAddressAllow=localhost", "ProtectProc=invisible",
-                 "StateDirectory=robot-app", "LogsDirectory=robot-app", "CacheDirectory=robot-app",
-                 "RuntimeDirectory=robot-app"):
+    for line in (
+        "CapabilityBoundingSet=\n",
+        "DevicePolicy=closed",
+        "DeviceAllow=char-ttyUSB rw",
+        "DeviceAllow=char-ttyACM rw",
+        "DeviceAllow=char-video4linux rw",
+        "DeviceAllow=char-input r",
+        "SystemCallFilter=@system-service",
+        "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6",
+        "IPAddressAllow=localhost",
+        "ProtectProc=invisible",
+        "StateDirectory=robot-app",
+        "LogsDirectory=robot-app",
+        "CacheDirectory=robot-app",
+        "RuntimeDirectory=robot-app",
+    ):
         assert line in text, line
     # the ones left out are said so, with the reason
     for left_out in ("MemoryDenyWriteExecute", "PrivateUsers", "PrivateNetwork", "ProcSubset"):

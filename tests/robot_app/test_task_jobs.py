@@ -69,7 +69,9 @@ def test_task_job_drives_inspects_and_asks_the_operator(tmp_path, task_app_confi
                 async with aiohttp.ClientSession(headers={"X-Robot-Token": app.ui_token}) as http:
                     await _wait(http, url, lambda s: s["gps"] is not None, 10)
                     assert (await http.post(url + "/api/task/run", json={"goal": "(inspected yard"})).status == 400
-                    r = await http.post(url + "/api/task/run", json={"goal": "(and (inspected yard) (at jackal depot))"})
+                    r = await http.post(
+                        url + "/api/task/run", json={"goal": "(and (inspected yard) (at jackal depot))"}
+                    )
                     assert r.status == 200
                     st = await _wait(http, url, lambda s: s["task"]["state"] != "running", 90)
                     assert st["task"]["state"] == "succeeded", st["task"]
@@ -81,7 +83,9 @@ def test_task_job_drives_inspects_and_asks_the_operator(tmp_path, task_app_confi
                     st = await _wait(http, url, lambda s: s["task"]["question"] is not None, 30)
                     q = st["task"]["question"]
                     assert "load" in q["text"] and "parcel-1" in q["text"]
-                    assert (await http.post(url + "/api/task/answer", json={"id": q["id"], "done": "yes"})).status == 400
+                    assert (
+                        await http.post(url + "/api/task/answer", json={"id": q["id"], "done": "yes"})
+                    ).status == 400
                     assert (await http.post(url + "/api/task/answer", json={"id": q["id"], "done": True})).status == 200
                     st = await _wait(http, url, lambda s: s["task"]["state"] != "running", 30)
                     assert st["task"]["state"] == "succeeded", st["task"]
@@ -101,7 +105,9 @@ def test_learned_knowledge_is_kept_only_when_approved_and_loaded_by_later_tasks(
     from core.lasp.similarity import lexical_similarity
     from robot_app.jobs.task_jobs import JACKAL_DIR
 
-    robot = Task.from_pddl((JACKAL_DIR / "robot_domain.pddl").read_text(), (JACKAL_DIR / "robot_patrol.pddl").read_text())
+    robot = Task.from_pddl(
+        (JACKAL_DIR / "robot_domain.pddl").read_text(), (JACKAL_DIR / "robot_patrol.pddl").read_text()
+    )
     oracle = Task.from_pddl((JACKAL_DIR / "domain.pddl").read_text(), (JACKAL_DIR / "patrol.pddl").read_text())
     import json
 

@@ -100,18 +100,20 @@ def test_vnm_nav_config_defaults_are_gnms_and_bad_values_are_named(tmp_path):
     assert (c.gps_where_facing_away, c.min_vnm_nodes, c.gps_goal_check_m, c.max_off_walk_m) == (True, 3, 3.0, 10.0)
     assert c.gps_at_turns_deg == 0.0  # off for real models; the sim demo sets eval sim's value
     assert (c.gps_approach_m, c.gps_after_lost_m) == (5.0, 10.0)
-    for line, message in [("window = -1", r"\[vnm_nav\] window: -1 is below the minimum 0"),
-                          ("goal_confirm_steps = 0", r"\[vnm_nav\] goal_confirm_steps: 0 is below the minimum 1"),
-                          ("close_steps = \"near\"", r"\[vnm_nav\] close_steps: expected a number"),
-                          ("goal_close = 1", r"\[vnm_nav\] goal_close: expected true or false"),
-                          ("gps_goal_check_m = -1.0", r"\[vnm_nav\] gps_goal_check_m: -1.0 is below the minimum 0"),
-                          ("gps_at_turns_deg = 200", r"\[vnm_nav\] gps_at_turns_deg: 200(\.0)? is above the maximum 180"),
-                          ("max_off_walk_m = -5", r"\[vnm_nav\] max_off_walk_m: -5(\.0)? is below the minimum 0"),
-                          ("gps_after_lost_m = -1", r"\[vnm_nav\] gps_after_lost_m: -1(\.0)? is below the minimum 0"),
-                          ("gps_approach_m = 200", r"\[vnm_nav\] gps_approach_m: 200(\.0)? is above the maximum 100"),
-                          ("min_vnm_nodes = 0", r"\[vnm_nav\] min_vnm_nodes: 0 is below the minimum 1"),
-                          ("gps_where_facing_away = \"yes\"", r"\[vnm_nav\] gps_where_facing_away: expected true or false"),
-                          ("radius = 4", r"\[vnm_nav\] radius: unknown key")]:
+    for line, message in [
+        ("window = -1", r"\[vnm_nav\] window: -1 is below the minimum 0"),
+        ("goal_confirm_steps = 0", r"\[vnm_nav\] goal_confirm_steps: 0 is below the minimum 1"),
+        ('close_steps = "near"', r"\[vnm_nav\] close_steps: expected a number"),
+        ("goal_close = 1", r"\[vnm_nav\] goal_close: expected true or false"),
+        ("gps_goal_check_m = -1.0", r"\[vnm_nav\] gps_goal_check_m: -1.0 is below the minimum 0"),
+        ("gps_at_turns_deg = 200", r"\[vnm_nav\] gps_at_turns_deg: 200(\.0)? is above the maximum 180"),
+        ("max_off_walk_m = -5", r"\[vnm_nav\] max_off_walk_m: -5(\.0)? is below the minimum 0"),
+        ("gps_after_lost_m = -1", r"\[vnm_nav\] gps_after_lost_m: -1(\.0)? is below the minimum 0"),
+        ("gps_approach_m = 200", r"\[vnm_nav\] gps_approach_m: 200(\.0)? is above the maximum 100"),
+        ("min_vnm_nodes = 0", r"\[vnm_nav\] min_vnm_nodes: 0 is below the minimum 1"),
+        ('gps_where_facing_away = "yes"', r"\[vnm_nav\] gps_where_facing_away: expected true or false"),
+        ("radius = 4", r"\[vnm_nav\] radius: unknown key"),
+    ]:
         p = tmp_path / "c.toml"
         p.write_text(f"[vnm_nav]\n{line}\n")
         with pytest.raises(ConfigError, match=message) as exc:
@@ -209,8 +211,13 @@ def test_vnm_navigator_sends_sharp_turns_to_gps_when_configured():
     def stretches(deg):
         base = Config()
         cfg = dataclasses.replace(base, vnm_nav=dataclasses.replace(base.vnm_nav, gps_at_turns_deg=deg))
-        nav = VnmNavigator(Sensors(), None, SimpleNamespace(len_traj_pred=5, frame_rate_hz=4.0, dist_range_steps=(0.0, 20.0)),
-                           nav_options(cfg), gps_navigator=SimpleNamespace(estimator=PoseEstimator()))
+        nav = VnmNavigator(
+            Sensors(),
+            None,
+            SimpleNamespace(len_traj_pred=5, frame_rate_hz=4.0, dist_range_steps=(0.0, 20.0)),
+            nav_options(cfg),
+            gps_navigator=SimpleNamespace(estimator=PoseEstimator()),
+        )
         return nav.plan_stretches(len(xy), (lat, lon), heading)
 
     assert stretches(0.0) == [("vnm", 0, 16)]
@@ -231,8 +238,13 @@ def test_vnm_navigator_gives_the_start_of_a_walk_to_gps_after_a_loss():
 
     xy = np.array([[0.0, 2.5 * k] for k in range(9)])  # 20 m north, a node every 2.5 m
     lat, lon = enu_to_latlon(xy, anchor=(52.5148, 13.4643))
-    nav = VnmNavigator(Sensors(), None, SimpleNamespace(len_traj_pred=5, frame_rate_hz=4.0, dist_range_steps=(0.0, 20.0)),
-                       nav_options(Config()), gps_navigator=SimpleNamespace(estimator=PoseEstimator()))
+    nav = VnmNavigator(
+        Sensors(),
+        None,
+        SimpleNamespace(len_traj_pred=5, frame_rate_hz=4.0, dist_range_steps=(0.0, 20.0)),
+        nav_options(Config()),
+        gps_navigator=SimpleNamespace(estimator=PoseEstimator()),
+    )
     north = np.full(9, math.pi / 2)
     assert Config().vnm_nav.gps_after_lost_m == 10.0
     assert nav.plan_stretches(9, (lat, lon), north) == [("vnm", 0, 8)]

@@ -118,14 +118,26 @@ def test_shipped_sets_are_valid_and_parse_to_their_landmark_count(world_name):
 
 # --- ground truth ----------------------------------------------------------------------------------------
 def _tiny_world():
-    return world_from_mapping({
-        "world": {"name": "tiny", "extent_m": [100.0, 100.0], "anchor_latlon": [37.0, -122.0], "start": [0, -40, 90]},
-        "paths": [{"name": "p", "points": [[0.0, -45.0], [0.0, 45.0]]}],
-        "buildings": [{"name": "wall", "category": "grey building", "center": [10.0, 20.0], "size_m": [4.0, 10.0, 5.0]},
-                      {"name": "hall", "category": "red building", "center": [-20.0, -20.0], "size_m": [10.0, 10.0, 8.0]}],
-        "objects": [{"category": "stop sign", "at": [3.0, 0.0], "name": "sign"},
-                    {"category": "traffic cone", "at": [20.0, 20.0], "name": "hidden cone"}],
-    }, origin="tiny")
+    return world_from_mapping(
+        {
+            "world": {
+                "name": "tiny",
+                "extent_m": [100.0, 100.0],
+                "anchor_latlon": [37.0, -122.0],
+                "start": [0, -40, 90],
+            },
+            "paths": [{"name": "p", "points": [[0.0, -45.0], [0.0, 45.0]]}],
+            "buildings": [
+                {"name": "wall", "category": "grey building", "center": [10.0, 20.0], "size_m": [4.0, 10.0, 5.0]},
+                {"name": "hall", "category": "red building", "center": [-20.0, -20.0], "size_m": [10.0, 10.0, 8.0]},
+            ],
+            "objects": [
+                {"category": "stop sign", "at": [3.0, 0.0], "name": "sign"},
+                {"category": "traffic cone", "at": [20.0, 20.0], "name": "hidden cone"},
+            ],
+        },
+        origin="tiny",
+    )
 
 
 def test_truth_nodes_near_in_view_and_occluded():

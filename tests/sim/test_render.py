@@ -20,7 +20,10 @@ def campus():
 
 def test_frames_are_deterministic_for_a_seed(campus):
     pose = (0.0, -85.0, math.pi / 2)
-    with WorldRenderer(campus, width=64, height=48, seed=3) as a, WorldRenderer(campus, width=64, height=48, seed=3) as b:
+    with (
+        WorldRenderer(campus, width=64, height=48, seed=3) as a,
+        WorldRenderer(campus, width=64, height=48, seed=3) as b,
+    ):
         fa, fb = a.render(*pose, index=5), b.render(*pose, index=5)
         assert fa.shape == (48, 64, 3) and fa.dtype == np.uint8
         assert np.array_equal(fa, fb)

@@ -165,8 +165,16 @@ def _follow_with_sim_vnm(tmp_path, world, jpegs, walk_latlon, headings, start):
                 gps = GpsNavigator(app.sensors, app.commands, nav_options(app.config))
                 # the sim's rules (robot_app.sim.SIM_VNM_NAV): no step is lost by its distance; with 26 this
                 # VNM, stepped at real time on a loaded machine, lost the last stretch now and then
-                nav = VnmNavigator(app.sensors, app.commands, vnm, nav_options(app.config), goal_confirm_steps=4, timeout_s=30.0, gps_navigator=gps,
-                                   gps_at_turns_deg=0.0)
+                nav = VnmNavigator(
+                    app.sensors,
+                    app.commands,
+                    vnm,
+                    nav_options(app.config),
+                    goal_confirm_steps=4,
+                    timeout_s=30.0,
+                    gps_navigator=gps,
+                    gps_at_turns_deg=0.0,
+                )
                 report = await nav.follow(jpegs, walk_latlon, headings)
             finally:
                 app.request_stop()
@@ -206,7 +214,9 @@ def test_vnm_navigator_hands_stretches_facing_away_to_gps(tmp_path):
     assert math.hypot(st.x_m - poses[walk[-1], 0], st.y_m - poses[walk[-1], 1]) < 2.0 and plant.collisions == []
     rows = [row for row in report.trace if row.driver in ("vnm", "gps")]  # not the turns and the stops
     drivers = [row.driver for row in rows]
-    assert [d for i, d in enumerate(drivers) if i == 0 or d != drivers[i - 1]] == ["vnm", "gps", "vnm", "gps"][:len(kinds)]
+    assert [d for i, d in enumerate(drivers) if i == 0 or d != drivers[i - 1]] == ["vnm", "gps", "vnm", "gps"][
+        : len(kinds)
+    ]
     part = np.cumsum([1] + [int(a != b) for a, b in zip(drivers, drivers[1:])]) - 1  # stretch of each row
     for row, k in zip(rows, part):  # indices of the whole walk, each inside its own stretch
         _mode, lo, hi = nav.stretches[k]

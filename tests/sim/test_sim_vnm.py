@@ -190,7 +190,9 @@ def test_map_built_from_sim_explorations_with_the_vnm(tmp_path, capsys):
     vnm_edges = source == "vnm"
     assert vnm_edges.sum() // 2 >= 2  # stored both ways
     gap = np.linalg.norm(xy[src[vnm_edges]] - xy[dst[vnm_edges]], axis=1)
-    assert np.mean(gap < 10.0) > 0.6  # the stand-in also adds a few false shortcuts of up to ~25 m (docs/experiments.md)
+    assert (
+        np.mean(gap < 10.0) > 0.6
+    )  # the stand-in also adds a few false shortcuts of up to ~25 m (docs/experiments.md)
     for a, b in zip(xy[src], xy[dst]):  # no edge crosses a building
         for t in np.linspace(0.0, 1.0, 12):
             hit = obstacle_at(world, *(a + t * (b - a)), 0.0)

@@ -59,25 +59,54 @@ def test_good_file_round_trip(tmp_path):
         w.path("nope")
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda t: t.replace('category = "stop sign"', 'category = "unicorn"'),
-     r"objects\[0\] \(unicorn\): category: unknown object category 'unicorn' \(catalogue: stop sign"),
-    (lambda t: t.replace("at = [2.5, 5.0]", "at = [2.5, 50.0]"), r"objects\[0\] \(stop sign\): at: .* outside"),
-    (lambda t: t.replace("at = [2.5, 5.0]", "at = [8.0, 1.0]"), r"objects\[0\] \(stop sign\): at: .* inside building 'hall'"),
-    (lambda t: t.replace("at = [2.5, 5.0]", 'at = [2.5, "x"]'), r"objects\[0\] \(stop sign\): at: expected a list of 2"),
-    (lambda t: t.replace("at = [2.5, 5.0]", "at = [2.5, 5.0]\nheight = 3"), r"objects\[0\] \(stop sign\): unknown key 'height'"),
-    (lambda t: t.replace("size_m = [6.0, 10.0, 8.0]", "size_m = [6.0, 10.0]"), r"buildings\[0\] \(hall\): size_m"),
-    (lambda t: t.replace("size_m = [6.0, 10.0, 8.0]", "size_m = [6.0, 10.0, 0.0]"), r"buildings\[0\] \(hall\): size_m: .* 0.5-500"),
-    (lambda t: t.replace('category = "red building"', 'category = "castle"'), r"buildings\[0\] \(hall\): category: unknown building"),
-    (lambda t: t.replace('center = [8.0, 0.0]\n', ''), r"buildings\[0\] \(hall\): missing key 'center'"),
-    (lambda t: t.replace("points = [[0.0, -18.0], [0.0, 18.0]]", "points = [[0.0, -18.0]]"), r"paths\[0\] \(main\): points"),
-    (lambda t: t.replace("start = [0.0, -15.0, 90.0]", "start = [8.0, 0.0, 90.0]"), r"\[world\] start: .* inside building 'hall'"),
-    (lambda t: t.replace("extent_m = [40.0, 40.0]", "extent_m = [40.0, 1.0]"), r"\[world\]: extent_m"),
-    (lambda t: t.replace("anchor_latlon = [37.8719, -122.2585]", "anchor_latlon = [137.0, 0.0]"), r"\[world\]: anchor_latlon"),
-    (lambda t: t.replace('name = "tiny"\n', ''), r"\[world\]: missing key 'name'"),
-    (lambda t: t + "\n[[ponds]]\nat = [1, 2]\n", r"unknown table 'ponds'"),
-    (lambda t: t.replace("[world]", "[world"), r"not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda t: t.replace('category = "stop sign"', 'category = "unicorn"'),
+            r"objects\[0\] \(unicorn\): category: unknown object category 'unicorn' \(catalogue: stop sign",
+        ),
+        (lambda t: t.replace("at = [2.5, 5.0]", "at = [2.5, 50.0]"), r"objects\[0\] \(stop sign\): at: .* outside"),
+        (
+            lambda t: t.replace("at = [2.5, 5.0]", "at = [8.0, 1.0]"),
+            r"objects\[0\] \(stop sign\): at: .* inside building 'hall'",
+        ),
+        (
+            lambda t: t.replace("at = [2.5, 5.0]", 'at = [2.5, "x"]'),
+            r"objects\[0\] \(stop sign\): at: expected a list of 2",
+        ),
+        (
+            lambda t: t.replace("at = [2.5, 5.0]", "at = [2.5, 5.0]\nheight = 3"),
+            r"objects\[0\] \(stop sign\): unknown key 'height'",
+        ),
+        (lambda t: t.replace("size_m = [6.0, 10.0, 8.0]", "size_m = [6.0, 10.0]"), r"buildings\[0\] \(hall\): size_m"),
+        (
+            lambda t: t.replace("size_m = [6.0, 10.0, 8.0]", "size_m = [6.0, 10.0, 0.0]"),
+            r"buildings\[0\] \(hall\): size_m: .* 0.5-500",
+        ),
+        (
+            lambda t: t.replace('category = "red building"', 'category = "castle"'),
+            r"buildings\[0\] \(hall\): category: unknown building",
+        ),
+        (lambda t: t.replace("center = [8.0, 0.0]\n", ""), r"buildings\[0\] \(hall\): missing key 'center'"),
+        (
+            lambda t: t.replace("points = [[0.0, -18.0], [0.0, 18.0]]", "points = [[0.0, -18.0]]"),
+            r"paths\[0\] \(main\): points",
+        ),
+        (
+            lambda t: t.replace("start = [0.0, -15.0, 90.0]", "start = [8.0, 0.0, 90.0]"),
+            r"\[world\] start: .* inside building 'hall'",
+        ),
+        (lambda t: t.replace("extent_m = [40.0, 40.0]", "extent_m = [40.0, 1.0]"), r"\[world\]: extent_m"),
+        (
+            lambda t: t.replace("anchor_latlon = [37.8719, -122.2585]", "anchor_latlon = [137.0, 0.0]"),
+            r"\[world\]: anchor_latlon",
+        ),
+        (lambda t: t.replace('name = "tiny"\n', ""), r"\[world\]: missing key 'name'"),
+        (lambda t: t + "\n[[ponds]]\nat = [1, 2]\n", r"unknown table 'ponds'"),
+        (lambda t: t.replace("[world]", "[world"), r"not valid TOML"),
+    ],
+)
 def test_bad_files_name_the_file_and_the_entry(tmp_path, edit, message):
     p = write(tmp_path, edit(GOOD))
     with pytest.raises(WorldError, match=message) as exc:
