@@ -224,6 +224,10 @@ class MissionConfig:
                                        doc="the start node is the nearest node to the GPS fix within this distance")
     max_replans: int = _opt(2, min=0, max=20, doc="re-plans of one route after the walk is lost or stuck")
     places: list[str] = _opt([], doc="task jobs: 'place=node' entries naming map nodes for the PDDL places")
+    place_radius_m: float = _opt(10.0, min=0.5, max=200.0,
+                                 doc="task jobs start at the place nearest the robot (fused pose, else GPS fix) "
+                                     "when it is within this distance of that place's node; farther from "
+                                     "every place, a task is refused")
     task_domain: str = _opt("", doc="task jobs: the robot's PDDL domain; empty = the shipped Jackal jobs domain")
     task_problem: str = _opt("", doc="task jobs: PDDL problem (objects, initial state) whose goal the operator "
                                      "replaces; empty = the shipped one")

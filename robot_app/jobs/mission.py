@@ -222,7 +222,7 @@ class MissionExecutive:
                 planned = plan_on_map(m, landmarks, logp, start=s, alpha=self.config.planner.alpha,
                                       planner=self.config.planner.planner)
             except PlanningError as exc:
-                raise MissionError(str(exc)) from exc
+                raise MissionError(str(exc), bad_input=exc.bad_input) from exc
             out = planned.describe(m)
             out.update(grounding=info, start=s, instruction=instruction, id=secrets.token_hex(16),
                        start_localisation=self._start_info)
@@ -258,8 +258,15 @@ class MissionExecutive:
     # -- driving --------------------------------------------------------------------------------------
     async def go(self, plan_id: str) -> None:
         """Drive the confirmed plan ``plan_id`` (its random 128-bit id: single use, a plan is driven once)."""
-        if self.plan is None or self.state != "confirm" or plan_id != self.plan["id"]:
+        if self.plan is None:
             raise MissionError("nothing to confirm: plan a route first")
+        if plan_id != self.plan["id"]:
+            raise MissionError("that plan has expired: a newer plan replaced it; check its landmarks and press Go "
+                               "again")
+        if self.state == "running":
+            raise MissionError("this route is being driven already (another Go was first)")
+        if self.state != "confirm":
+            raise MissionError(f"this plan was used already (the route is {self.state}): plan the route again")
         base = self.sensors.base
         if base is None or not base.connected:
             raise MissionError("the robot base is not connected")

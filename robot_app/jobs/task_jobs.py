@@ -23,17 +23,20 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import utm
 
 from core.lasp.diagnosis import OfflineDiagnoser
 from core.lasp.environment import Outcome, PropertyInfo
 from core.lasp.knowledge import apply_edits, parse_pddl_diff, to_pddl_diff
 from core.lasp.loop import LaspRun
 from core.lasp.model import PddlError, Task, describe_name
-from firmware_bridge.readings import BaseStatus
+from firmware_bridge.readings import BaseStatus, GpsFix
 from models.lasp_llm import LlmDiagnoser
 from robot_app.errors import RequestError
 from robot_app.jobs.lasp_setup import loop_config, make_similarity
@@ -85,6 +88,20 @@ def replace_goal(problem_text: str, goal_pddl: str) -> str:
     if end is None:
         raise TaskError("the task problem's (:goal ...) section does not close")
     return problem_text[:start] + f"(:goal {goal_pddl.strip()})" + problem_text[end:]
+
+
+def start_at(task, place: str) -> None:
+    """Make ``(at R place)`` the only ``at`` fact of every robot R in ``task``'s initial state (the robot
+    starts where it is, not where the problem file says). A domain without the ``at`` predicate over
+    robots and places is left unchanged."""
+    try:
+        if "at" not in task.fluent_names() or place not in task.objects_of("place") or not task.objects_of("robot"):
+            return
+    except Exception:  # noqa: BLE001 - a domain without the robot / place types (unified-planning raises)
+        return
+    state = task.initial_state()
+    changes = {("at", (r, p)): p == place for r in task.objects_of("robot") for p in task.objects_of("place")}
+    task.set_initial_state(state.updated(changes))
 
 
 class RobotTaskEnvironment:
@@ -190,6 +207,53 @@ class TaskJobs:
                 raise TaskError(f"[mission] places: {entry!r} is not 'name=node'") from None
         return out
 
+    def current_place(self, places: dict[str, int]) -> str:
+        """The ``[mission] places`` entry the robot is at: the one whose map node is nearest the fused pose
+        (else the GPS fix), if within ``[mission] place_radius_m``.
+
+        Raises
+        ------
+        TaskError
+            Without a position, without places, with a place naming no node of the map, or when the robot
+            is farther than the radius from every place (the message names the nearest and its distance).
+        robot_app.jobs.mission.MissionError
+            Without a usable map.
+        """
+        if not places:
+            raise TaskError("no places are configured ([mission] places): the robot cannot tell where a task starts")
+        with self.mission.open_map() as m:
+            nodes = m.nodes
+            zone, band = int(nodes.utm_zone[0]), str(nodes.utm_band[0])
+            xy = self._robot_xy(zone, band)
+            if xy is None:
+                raise TaskError("no GPS fix: the robot cannot tell which place it is at; wait for a fix")
+            dist = {}
+            for name, node in places.items():
+                if not 0 <= node < len(nodes):
+                    raise TaskError(f"[mission] places: {name}={node} is not a node of the map (0..{len(nodes) - 1})")
+                dist[name] = math.hypot(nodes.easting_m[node] - xy[0], nodes.northing_m[node] - xy[1])
+        name = min(dist, key=dist.get)
+        radius = self.config.mission.place_radius_m
+        if dist[name] > radius:
+            raise TaskError(f"the robot is {dist[name]:.0f} m from the nearest place ({describe_name(name)}), more "
+                            f"than {radius:.0f} m: drive it to one of the places first")
+        log.info("task: the robot is at %s (%.1f m from its node)", name, dist[name])
+        return name
+
+    def _robot_xy(self, zone: int, band: str) -> tuple[float, float] | None:
+        """The robot's UTM position (m) in the map's zone: the fused pose when it is in that zone, else the
+        latest GPS fix converted; None without either."""
+        pose = self.sensors.pose
+        if pose is not None and int(pose.utm_zone[0]) == zone:
+            return float(pose.x_m), float(pose.y_m)
+        gps = self.sensors.gps
+        fix = gps.latest(GpsFix, max_age_s=self.config.serial.gps_max_age_s) if gps is not None else None
+        if fix is None:
+            return None
+        e, n, _, _ = utm.from_latlon(fix.latitude_deg, fix.longitude_deg, force_zone_number=zone,
+                                     force_zone_letter=band)
+        return float(e), float(n)
+
     def ask(self, text: str) -> Question:
         """Post a question to the operator and wait for the answer (called from the worker thread)."""
         q = Question(next(self._ids), text)
@@ -232,11 +296,19 @@ class TaskJobs:
         domain = Path(mc.task_domain) if mc.task_domain else JACKAL_DIR / "robot_domain.pddl"
         problem = Path(mc.task_problem) if mc.task_problem else JACKAL_DIR / "robot_patrol.pddl"
         try:
-            text = replace_goal(problem.read_text(encoding="utf-8"), goal_pddl)
-            task = Task.from_pddl(domain.read_text(encoding="utf-8"), text, where=str(problem))
-        except (OSError, PddlError) as exc:
-            raise TaskError(f"the task cannot be read: {exc}", bad_input=True) from exc
+            domain_text, problem_text = domain.read_text(encoding="utf-8"), problem.read_text(encoding="utf-8")
+            Task.from_pddl(domain_text, problem_text, where=str(problem))
+        except (OSError, PddlError) as exc:  # the robot's own files: a set-up fault, not the operator's
+            raise TaskError(f"the robot's task files cannot be read ([mission] task_domain / task_problem): "
+                            f"{exc}") from exc
+        try:
+            task = Task.from_pddl(domain_text, replace_goal(problem_text, goal_pddl), where="the goal")
+        except PddlError as exc:
+            raise TaskError(f"the goal {goal_pddl.strip()} is not one the robot can plan for: {exc}",
+                            bad_input=True) from exc
         places = self.places()
+        here = self.current_place(places)
+        start_at(task, here)
         self.prior = self._load_knowledge(task)
         self.loop = asyncio.get_running_loop()
         self.cancelled.clear()

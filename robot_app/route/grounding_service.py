@@ -33,11 +33,13 @@ def parse_landmarks(text: str, *, config, parser: str | None = None, llm=None) -
         Empty instruction, or no landmark found in it.
     """
     if not text or not text.strip():
-        raise PlanningError("--instruction: the instruction is empty")
+        raise PlanningError("the instruction is empty: say where to go, e.g. 'past the stop sign to the mailbox'",
+                            bad_input=True)
 
     landmarks, used = parse_instruction(text, config=config, parser=parser, llm=llm)
     if not landmarks:
-        raise PlanningError(f"--instruction: no landmark found in {text!r}")
+        raise PlanningError(f"no landmark found in {text!r}: name things to pass or stop at, e.g. 'past the stop "
+                            "sign to the mailbox'", bad_input=True)
     return landmarks, used
 
 

@@ -13,14 +13,16 @@ from typing import Any, Sequence
 import numpy as np
 
 from core.search import WalkResult, plan_max_likelihood, plan_walk
+from robot_app.errors import RequestError
 
 log = logging.getLogger(__name__)
 
 PLANNERS = {"lmnav": plan_walk, "max-likelihood": plan_max_likelihood}
 
 
-class PlanningError(ValueError):
-    """The request cannot be planned as given (bad scores, unknown start, missing model...)."""
+class PlanningError(RequestError):
+    """The request cannot be planned as given (bad scores, unknown start, missing model...);
+    ``bad_input`` marks one whose text or values are at fault (no landmark in the instruction)."""
 
 
 @dataclass(frozen=True)

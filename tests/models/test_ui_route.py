@@ -82,6 +82,7 @@ def test_plan_confirm_drive_and_stop_through_the_api(tmp_path, route_setup):
                 assert r.status == 200, plan
                 assert plan["start"] == 0 and len(plan["landmarks"]) == 2
                 assert [g["name"] for g in plan["grounding"]["landmarks"]] == [x["name"] for x in plan["landmarks"]]
+                first_id = plan["id"]
                 img = await http.get(url + f"/api/map/image/{plan['landmarks'][0]['node']}")
                 assert img.status == 200 and (await img.read())[:2] == b"\xff\xd8"
                 # the tiny CLIP has random weights, so where its landmarks land is arbitrary: drive to a
@@ -91,10 +92,13 @@ def test_plan_confirm_drive_and_stop_through_the_api(tmp_path, route_setup):
                 plan = await r.json()
                 assert r.status == 200 and plan["nodes"][0] == 0 and plan["nodes"][-1] == n_nodes - 1
                 assert isinstance(plan["id"], str) and len(plan["id"]) == 32  # 128 random bits, hex
+                r = await http.post(url + "/api/route/go", json={"plan_id": first_id})
+                assert r.status == 409 and "expired" in (await r.json())["error"]  # the newer plan replaced it
                 r = await http.post(url + "/api/route/go", json={"plan_id": plan["id"]})
                 assert r.status == 200
                 again = await http.post(url + "/api/route/go", json={"plan_id": plan["id"]})
-                assert again.status == 409  # single use: the plan is being driven
+                # single use: the plan is being driven; the screen says another Go was first
+                assert again.status == 409 and "another Go was first" in (await again.json())["error"]
                 moved = False
                 for _ in range(60):
                     await asyncio.sleep(0.1)
@@ -130,6 +134,9 @@ def test_plan_confirm_drive_and_stop_through_the_api(tmp_path, route_setup):
                 # bad values get 400 with the reason; what the robot's state refuses gets 409
                 r = await http.post(url + "/api/route/plan", json={"instruction": "x" * 501})
                 assert r.status == 400 and "1 to 500 characters" in (await r.json())["error"]
+                r = await http.post(url + "/api/route/plan", json={"instruction": "go now"})
+                err = (await r.json())["error"]  # the operator's words: no CLI flag in it
+                assert r.status == 400 and err.startswith("no landmark found in 'go now'") and "--" not in err
                 assert (await http.get(url + "/api/map/image/99999")).status == 404
                 assert (await http.get(url + "/static/../../config.py")).status in (403, 404)
 

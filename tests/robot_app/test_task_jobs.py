@@ -132,3 +132,60 @@ def test_learned_knowledge_is_kept_only_when_approved_and_loaded_by_later_tasks(
         assert len(jobs._load_knowledge(task)) == len(learned) and text.strip()
 
     asyncio.run(main_())
+
+
+# -- where a task starts: the robot's position, not the problem file --------------------------------------
+def _jobs_at(task_app_config, node_offset_m):
+    """TaskJobs on the test map with a fused pose ``node_offset_m`` (east, north) from node 3 (the yard)."""
+    from core.mapstore import open_map
+    from robot_app.commands import CommandMux, Source
+    from robot_app.interfaces import Sensors
+    from robot_app.jobs.mission import MissionExecutive
+    from robot_app.jobs.task_jobs import TaskJobs
+    from robot_app.sensing.state_estimation import Pose
+
+    with open_map(task_app_config.mission.map_file) as m:
+        e, n = float(m.nodes.easting_m[3]), float(m.nodes.northing_m[3])
+        zone = (int(m.nodes.utm_zone[0]), str(m.nodes.utm_band[0]))
+    pose = Pose(0.0, e + node_offset_m[0], n + node_offset_m[1], 0.0, 0.0, (0.0,) * 16, zone, 0.0, True)
+    sensors = Sensors(pose=pose)
+    mux = CommandMux({Source.AUTONOMY: 0.25, Source.TELEOP: 0.25})
+    mission = MissionExecutive(task_app_config, sensors, mux, models=None)
+    return TaskJobs(task_app_config, sensors, None, mission)
+
+
+def test_a_task_starts_at_the_place_nearest_the_robot(task_app_config):
+    from core.lasp.model import Task
+    from robot_app.jobs.task_jobs import JACKAL_DIR, start_at
+
+    jobs = _jobs_at(task_app_config, (0.5, -0.4))
+    assert jobs.current_place(jobs.places()) == "yard"
+    task = Task.from_pddl((JACKAL_DIR / "robot_domain.pddl").read_text(),
+                          (JACKAL_DIR / "robot_patrol.pddl").read_text())
+    assert task.initial_state().holds(("at", ("jackal", "depot")))  # what the file says
+    start_at(task, "yard")
+    state = task.initial_state()
+    assert state.holds(("at", ("jackal", "yard")))
+    assert not any(state.holds(("at", ("jackal", p))) for p in ("depot", "site-b", "site-c"))
+
+
+def test_a_task_far_from_every_place_is_refused_with_the_distance(task_app_config):
+    jobs = _jobs_at(task_app_config, (0.0, 40.0))
+    with pytest.raises(TaskError, match=r"40 m from the nearest place \(yard\), more than 10 m") as exc:
+        jobs.current_place(jobs.places())
+    assert not exc.value.bad_input  # the robot's state refuses it (409), not the request
+    no_fix = _jobs_at(task_app_config, (0.0, 0.0))
+    no_fix.sensors.pose = None
+    with pytest.raises(TaskError, match="no GPS fix"):
+        no_fix.current_place(no_fix.places())
+
+
+def test_a_bad_goal_is_named_as_the_goal_not_the_problem_file(task_app_config):
+    jobs = _jobs_at(task_app_config, (0.0, 0.0))
+
+    async def start(goal):
+        await jobs.start(goal)
+
+    with pytest.raises(TaskError, match=r"the goal \(inspected nowhere\) is not one the robot can plan for") as exc:
+        asyncio.run(start("(inspected nowhere)"))
+    assert exc.value.bad_input and "robot_patrol.pddl" not in str(exc.value)
