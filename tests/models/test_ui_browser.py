@@ -187,3 +187,59 @@ def test_a_page_from_another_origin_cannot_release_plan_go_or_read_frames(tmp_pa
     assert plan is None  # no route planned (so none to go)
     assert result["release-json"].startswith("blocked") and result["status-read"].startswith("blocked")
     assert result["frame"] == "error" and result["map-image"] == "error"
+
+
+def test_route_screen_fits_800x480_and_the_keyboard_shows_only_for_a_focused_field(tmp_path, route_setup):  # noqa: F811
+    """The robot's small panel: no field focused, no keyboard; after Plan route the landmark images and Go
+    are on the screen without scrolling; STOP is visible on every screen."""
+    from playwright.async_api import async_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+
+    async def inside(page, selector):
+        box = await page.locator(selector).bounding_box()
+        return box is not None and box["y"] >= 0 and box["y"] + box["height"] <= 480 and box["x"] + box["width"] <= 800
+
+    async def main_():
+        async with running_app(tmp_path, route_setup) as (app, _sim):
+            url = f"http://127.0.0.1:{app.ui.port}/"
+            async with async_playwright() as pw:
+                browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+                try:
+                    page = await browser.new_page(viewport={"width": 800, "height": 480})
+                    errors = []
+                    page.on("pageerror", lambda exc: errors.append(str(exc)))
+                    await page.goto(url + f"#token={app.ui_token}")
+                    await page.wait_for_function("document.getElementById('st-link').textContent === 'MCU link'")
+                    assert not await page.is_visible("#keyboard")  # nothing focused: no keyboard
+                    await page.click("#instruction")
+                    assert await page.is_visible("#keyboard")
+                    await page.click('#keyboard button[data-key="g"]')  # typing keeps the field focused
+                    assert await page.is_visible("#keyboard")
+                    assert await page.evaluate("document.activeElement.id") == "instruction"
+                    await page.click('#keyboard button[data-key="hide"]')
+                    assert not await page.is_visible("#keyboard")
+                    await page.click("#instruction")
+                    await page.click("#st-gps")  # a tap elsewhere takes the focus away: the keyboard goes
+                    await page.wait_for_selector("#keyboard", state="hidden", timeout=2000)
+                    await page.fill("#instruction", "Go past the red house, then stop at the blue car.")
+                    await page.click("#plan")  # the field still has the focus and the keyboard is up
+                    await page.wait_for_selector("#landmarks li >> nth=1")
+                    assert await page.is_enabled("#go")
+                    assert not await page.is_visible("#keyboard")
+                    assert await page.evaluate("window.scrollY") == 0
+                    assert await inside(page, "#go") and await inside(page, "#stop")
+                    for i in range(await page.locator("#landmarks li").count()):
+                        box = await page.locator(f"#landmarks li >> nth={i}").bounding_box()
+                        assert await inside(page, f"#landmarks li >> nth={i}"), f"landmark {i} below the fold: {box}"
+                    assert "match" in await page.inner_text("#landmarks")  # the grounding score beside each image
+                    await page.screenshot(path=str(ARTIFACTS / "route-planned-800x480.png"))
+                    for screen in ("map", "task", "record", "status"):
+                        await page.click(f'.tab[data-screen="{screen}"]')
+                        assert await inside(page, "#stop"), f"STOP not on the {screen} screen"
+                    assert not errors, errors
+                finally:
+                    await browser.close()
+
+    asyncio.run(main_())
+

@@ -119,12 +119,14 @@ function showPlan(p) {
     img.onerror = () => { img.style.visibility = "hidden"; };
     img.alt = lm.name;
     const cap = document.createElement("div");
+    cap.className = "cap";
     cap.textContent = (lm.name === `node ${lm.node}` ? lm.name : `${lm.name} (node ${lm.node})`)
-      + (g && g.not_in_map ? " - not found well" : "");
+      + (g ? ` · match ${g.best_cosine.toFixed(2)}` : "") + (g && g.not_in_map ? " - not found well" : "");
     li.append(img, cap);
     list.append(li);
   });
   $("message").textContent = `walk of ${p.nodes.length} nodes, ~${Math.round(p.length_m)} m: check, then Go`;
+  $("screen-route").classList.add("planned");  // a small screen makes room for the images and Go
   drawMap();
 }
 
@@ -253,10 +255,18 @@ function buildKeyboard() {
   [["space", " "], ["⌫", "⌫"], ["hide", null]].forEach(([label, ch]) => {
     const b = document.createElement("button"); b.textContent = label; b.dataset.key = label;
     if (label === "space") b.className = "wide";
-    b.onclick = (ev) => { ev.preventDefault(); if (ch === null) kb.hidden = true; else press(ch); };
+    b.onclick = (ev) => { ev.preventDefault(); if (ch === null) hideKeyboard(); else press(ch); };
     last.append(b);
   });
   kb.append(last);
+  // a key press must not take the focus from the field being typed in (that would hide the keyboard)
+  kb.addEventListener("pointerdown", (ev) => ev.preventDefault());
+  kb.addEventListener("mousedown", (ev) => ev.preventDefault());
+}
+function hideKeyboard() {
+  $("keyboard").hidden = true;
+  if (keyboardTarget) keyboardTarget.blur();
+  keyboardTarget = null;
 }
 buildKeyboard();
 ["instruction", "task-goal", "log-name", "task-observation"].forEach((id) => {
@@ -266,9 +276,15 @@ buildKeyboard();
     $(id).insertAdjacentElement("afterend", kb);  // the keyboard follows the field being typed in
     kb.hidden = false;
   });
+  // the keyboard shows only while a field has the focus; it goes a moment after the focus left, so that
+  // the tap that took it (on Plan route, below the keyboard) lands before the buttons move up
+  $(id).addEventListener("blur", () => {
+    setTimeout(() => { if (keyboardTarget === $(id) && document.activeElement !== $(id)) hideKeyboard(); }, 300);
+  });
 });
 
 $("plan").onclick = async () => {
+  hideKeyboard();
   $("message").textContent = "planning…";
   plan = null; $("go").disabled = true;
   try {
@@ -276,7 +292,10 @@ $("plan").onclick = async () => {
     remember($("instruction").value);
     showPlan(plan);
     $("go").disabled = false;
-  } catch (e) { $("message").textContent = e.message; $("landmarks").innerHTML = ""; }
+  } catch (e) {
+    $("message").textContent = e.message; $("landmarks").innerHTML = "";
+    $("screen-route").classList.remove("planned");
+  }
 };
 $("go").onclick = async () => {
   try { await post("/api/route/go", { plan_id: plan.id }); $("message").textContent = "driving"; }
