@@ -209,7 +209,7 @@ def _run(args, config) -> int:
 
     from firmware_bridge.sim.devices import SimulatedDevices
     from robot_app.errors import UsageError
-    from robot_app.service.app import App
+    from robot_app.service.app import App, announce_ui
     from robot_app.sim.camera import set_active_plant, world_plant_from_config
     from robot_app.sim.world import WorldError
 
@@ -232,7 +232,7 @@ def _run(args, config) -> int:
             log.info("simulated world %s: ports %s", plant.world.name, sims.ports)
             if args.duration is not None:
                 asyncio.get_running_loop().call_later(args.duration, app.request_stop, "--duration passed")
-            announce = asyncio.ensure_future(_announce_ui(app))
+            announce = asyncio.ensure_future(announce_ui(app, with_token=True))
             try:
                 return await app.run()
             finally:
@@ -243,23 +243,6 @@ def _run(args, config) -> int:
             return asyncio.run(main(d))
     finally:
         set_active_plant(None)
-
-
-async def _announce_ui(app) -> None:
-    """Print the touchscreen's address with the session token once the UI listens (a desk has no kiosk
-    launcher to pass it): open it in a browser to operate the simulated robot."""
-    import asyncio
-
-    if app.ui is None:
-        print("touchscreen: off ([ui] enabled = false)", flush=True)
-        return
-    while app.ui.port is None:
-        await asyncio.sleep(0.1)
-    host = app.config.ui.host
-    print(
-        f"touchscreen: http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{app.ui.port}/#token={app.ui_token}",
-        flush=True,
-    )
 
 
 def _bench(args, config) -> int:

@@ -322,6 +322,36 @@ class App:
         log.info("robot-app stopped")
 
 
+async def announce_ui(app: App, *, with_token: bool) -> None:
+    """Print the touchscreen's address once the UI listens: with the session token for a desk (``sim
+    run``: no kiosk launcher passes it), else with where the kiosk reads the token (``robot-app run``: its
+    output goes to the journal, which others may read)."""
+    if app.ui is None:
+        print("touchscreen: off ([ui] enabled = false)", flush=True)
+        return
+    while app.ui.port is None:
+        await asyncio.sleep(0.1)
+    cfg = app.config.ui
+    host = "127.0.0.1" if cfg.host in ("0.0.0.0", "::") else cfg.host
+    url = f"http://{host}:{app.ui.port}/"
+    if with_token:
+        print(f"touchscreen: {url}#token={app.ui_token}", flush=True)
+    elif cfg.auth == "pin":
+        print(f"touchscreen: {url} (the operator types [ui] pin)", flush=True)
+    else:
+        where = f"in {cfg.secret_file}" if cfg.secret_file else "[ui] token"
+        print(f"touchscreen: {url} (session token {where}; the kiosk passes it as #token=)", flush=True)
+
+
 def run_app(config) -> int:
-    """Entry point of ``robot-app run`` (blocking)."""
-    return asyncio.run(App(config).run())
+    """Entry point of ``robot-app run`` (blocking); prints the touchscreen's address once it listens."""
+
+    async def main() -> int:
+        app = App(config)
+        announce = asyncio.ensure_future(announce_ui(app, with_token=False))
+        try:
+            return await app.run()
+        finally:
+            announce.cancel()
+
+    return asyncio.run(main())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -143,6 +144,31 @@ def test_ready_without_devices_then_sigterm_exits_0(tmp_path):
     assert took < 5.0
     assert any(m.get("STOPPING") == "1" for m in notify.messages)
     assert "model vnm: missing" in out and "GPS straight-line controller" in out
+
+
+def test_run_prints_the_touchscreen_address_but_not_the_token(tmp_path):
+    """What `robot-app run` prints goes to the journal: the address, and where the kiosk finds the token."""
+    import selectors
+
+    proc, notify = start_app(tmp_path, f'[serial]\nbase_port = "{tmp_path / "no-jackal"}"\n'
+                                       f'[paths]\nmodels_dir = "{tmp_path / "models"}"\n[ui]\nport = 0\n')
+    seen = []
+    try:
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(x.startswith("touchscreen:") for x in seen):
+            if sel.select(timeout=1.0):
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                seen.append(line)
+    finally:
+        rc, _took, out = stop_app(proc, notify)
+    text = "".join(seen) + out
+    assert rc == 0, text
+    assert re.search(r"^touchscreen: http://127\.0\.0\.1:\d+/ \(session token in ", text, re.M), text
+    assert "token=" not in text.replace("as #token=)", "")  # never the token itself
 
 
 def test_app_connects_to_the_simulated_robot(tmp_path):
