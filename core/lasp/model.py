@@ -81,12 +81,14 @@ def pddl_descriptions(domain_text: str) -> dict:
 
     A comment on the same line as a declaration ``(name ?x - t ...)`` inside ``(:predicates`` or
     ``(:functions`` describes ``name``. Names without a comment are described by their own words
-    (see :func:`describe_name`).
+    (see :func:`describe_name`). A comment on an ``(:action name`` line is the action's sentence, its
+    parameters as ``?x`` (``; load ?x onto ?r at ?p``), stored under ``"action:name"`` (see
+    :meth:`Task.action_sentence`).
 
     Returns
     -------
     dict
-        lower-case name -> description text.
+        lower-case name (or ``"action:"`` + name) -> description text.
     """
     out = {}
     section = None
@@ -98,6 +100,9 @@ def pddl_descriptions(domain_text: str) -> dict:
             section = "f"
         elif "(:action" in low or "(:types" in low or "(:constants" in low:
             section = None
+            m = re.search(r"\(:action\s+([A-Za-z][\w-]*)", line, re.I)
+            if m and ";" in line:
+                out["action:" + m.group(1).lower()] = line.split(";", 1)[1].strip()
         if section is None or ";" not in line:
             continue
         code, comment = line.split(";", 1)
@@ -362,6 +367,23 @@ class Task:
                                 f"({action_name} {' '.join(args)})")
             out[p.name] = a
         return out
+
+    def action_sentence(self, action_name: str, args) -> str:
+        """The ground action in words, for the operator: the domain's sentence for the action with each
+        ``?param`` replaced by its object's words (``load parcel 1 onto jackal at depot``), else the
+        action's words and its objects'.
+
+        Raises
+        ------
+        PddlError
+            On an unknown action, object or a wrong number of arguments (:meth:`binding`).
+        """
+        binding = self.binding(action_name, args)
+        template = self.descriptions.get("action:" + action_name.lower())
+        if not template:
+            return f"{describe_name(action_name)} ({', '.join(describe_name(a) for a in args)})"
+        return re.sub(r"\?([A-Za-z][\w-]*)",
+                      lambda m: describe_name(binding.get(m.group(1), m.group(0))), template)
 
     def conjuncts(self, action_name: str) -> list:
         """The action's precondition as a flat list of conjuncts (UP expressions)."""

@@ -137,10 +137,13 @@ class RobotTaskEnvironment:
             if cam is not None and cam.latest is not None:
                 self.jobs.photos.append({"place": step.args[-1], "t_mono_s": cam.latest.t_mono_s})
         else:
-            q = self.jobs.ask(f"Please {describe_name(step.name)}: {' '.join(step.args)}. Press Done when it is "
-                              "done, or describe what went wrong.")
+            try:  # the domain's sentence for the action ("load parcel 1 onto jackal at depot")
+                what = self.task.action_sentence(step.name, step.args)
+            except PddlError:
+                what = f"{describe_name(step.name)} ({', '.join(describe_name(a) for a in step.args)})"
+            q = self.jobs.ask(f"Please {what}. Press Done when it is done, or describe what went wrong.")
             if not q.done:
-                return Outcome(False, step, q.observation or f"The operator could not {describe_name(step.name)}.")
+                return Outcome(False, step, q.observation or f"The operator could not {what}.")
         try:
             self.state = self.task.apply(step.name, step.args, self.state)
         except Exception as exc:  # noqa: BLE001 - the robot's model cannot follow: say so, do not crash

@@ -124,3 +124,19 @@ def test_a_domain_declaring_functions_before_predicates_parses():
     assert reordered.index("(:predicates") < reordered.index("(:functions") < reordered.index("(:action")
     assert canonical_domain_order("(define (domain x) (:predicates (p)) (:functions (f)))").count("(") == 6
     assert canonical_domain_order("(define (domain x) (:predicates") == "(define (domain x) (:predicates"
+
+
+def test_action_sentences_come_from_the_domains_comments():
+    """The operator reads ground actions in words: the ``(:action`` line's comment with its parameters filled
+    in; an action without one falls back to its own words."""
+    from robot_app.jobs.task_jobs import JACKAL_DIR
+
+    task = Task.from_pddl((JACKAL_DIR / "robot_domain.pddl").read_text(),
+                          (JACKAL_DIR / "robot_patrol.pddl").read_text())
+    assert task.action_sentence("load", ["jackal", "parcel-1", "depot"]) == "load parcel 1 onto jackal at depot"
+    assert task.action_sentence("open-gate", ["jackal", "yard-gate", "yard", "site-b"]) == \
+        "open yard gate between yard and site b"
+    del task.descriptions["action:charge"]
+    assert task.action_sentence("charge", ["jackal", "depot"]) == "charge (jackal, depot)"
+    with pytest.raises(PddlError):
+        task.action_sentence("load", ["jackal"])

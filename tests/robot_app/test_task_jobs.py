@@ -82,7 +82,8 @@ def test_task_job_drives_inspects_and_asks_the_operator(tmp_path, task_app_confi
                     assert r.status == 200
                     st = await _wait(http, url, lambda s: s["task"]["question"] is not None, 30)
                     q = st["task"]["question"]
-                    assert "load" in q["text"] and "parcel-1" in q["text"]
+                    # in the operator's words, from the domain's sentence for the action
+                    assert q["text"].startswith("Please load parcel 1 onto jackal at "), q["text"]
                     assert (
                         await http.post(url + "/api/task/answer", json={"id": q["id"], "done": "yes"})
                     ).status == 400

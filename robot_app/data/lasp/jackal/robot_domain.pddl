@@ -20,32 +20,32 @@
     (battery ?r - robot)                     ; the robot's battery charge, percent
     (leg-energy ?a - place ?b - place))      ; battery charge a drive between the landmarks uses, percent
 
-  (:action navigate
+  (:action navigate  ; drive ?r from ?from to ?to
     :parameters (?r - robot ?from - place ?to - place)
     :precondition (and (at ?r ?from) (connected ?from ?to))
     :effect (and (at ?r ?to) (not (at ?r ?from)) (decrease (battery ?r) (leg-energy ?from ?to))))
 
-  (:action open-gate
+  (:action open-gate  ; open ?g between ?a and ?b
     :parameters (?r - robot ?g - gate ?a - place ?b - place)
     :precondition (and (at ?r ?a) (gate-on ?g ?a ?b) (not (gate-open ?g)))
     :effect (and (gate-open ?g) (path-clear ?a ?b) (path-clear ?b ?a)))
 
-  (:action inspect
+  (:action inspect  ; inspect ?p
     :parameters (?r - robot ?p - place)
     :precondition (and (at ?r ?p))
     :effect (and (inspected ?p) (decrease (battery ?r) 2)))
 
-  (:action load
+  (:action load  ; load ?x onto ?r at ?p
     :parameters (?r - robot ?x - parcel ?p - place)
     :precondition (and (at ?r ?p) (parcel-at ?x ?p))
     :effect (and (carrying ?r ?x) (not (parcel-at ?x ?p))))
 
-  (:action unload
+  (:action unload  ; unload ?x from ?r at ?p
     :parameters (?r - robot ?x - parcel ?p - place)
     :precondition (and (at ?r ?p) (carrying ?r ?x))
     :effect (and (parcel-at ?x ?p) (not (carrying ?r ?x))))
 
-  (:action charge
+  (:action charge  ; charge ?r at the dock ?p
     :parameters (?r - robot ?p - place)
     :precondition (and (at ?r ?p) (is-dock ?p))
     :effect (and (assign (battery ?r) 100)))
