@@ -237,6 +237,15 @@ def test_route_screen_fits_800x480_and_the_keyboard_shows_only_for_a_focused_fie
                     for screen in ("map", "task", "record", "status"):
                         await page.click(f'.tab[data-screen="{screen}"]')
                         assert await inside(page, "#stop"), f"STOP not on the {screen} screen"
+                    # the Status screen: readable panels, the raw JSON only behind its disclosure
+                    devices = await page.inner_text("#panel-devices")
+                    assert "Base MCU" in devices and "connected" in devices and "GPS" in devices
+                    assert "installed" in await page.inner_text("#panel-models")  # the test's CLIP
+                    assert "control" in await page.inner_text("#panel-components")
+                    assert not await page.is_visible("#status-json")
+                    await page.screenshot(path=str(ARTIFACTS / "status-800x480.png"))
+                    await page.click("details summary")
+                    assert await page.is_visible("#status-json")
                     assert not errors, errors
                 finally:
                     await browser.close()

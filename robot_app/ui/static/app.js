@@ -48,6 +48,48 @@ async function post(path, body, retried) {
 
 function pill(el, text, cls) { el.textContent = text; el.className = "pill " + (cls || ""); }
 
+// the Status screen: one panel per concern, each row a label, a value and good / bad / warning
+function fill(id, rows) {
+  const dl = $(id);
+  dl.innerHTML = "";
+  rows.forEach(([label, value, cls]) => {
+    const dt = document.createElement("dt"); dt.textContent = label;
+    const dd = document.createElement("dd"); dd.textContent = value; if (cls) dd.className = cls;
+    dl.append(dt, dd);
+  });
+}
+function showPanels(s) {
+  const fmt = (v, unit, digits) => (v === null || v === undefined ? "—" : `${Number(v).toFixed(digits)} ${unit}`);
+  const gps = s.gps;
+  const cam = s.camera;
+  fill("panel-devices", [
+    ["Base MCU", s.mcu_link ? "connected" : "not connected", s.mcu_link ? "ok" : "bad"],
+    ["E-stop", s.estop_latched ? "latched (release on Route)" : s.hardware_estop ? "hardware stop pressed" : "clear",
+     s.estop_latched || s.hardware_estop ? "bad" : "ok"],
+    ["Battery", fmt(s.battery_v, "V", 1), s.battery_v ? "" : "warn"],
+    ["GPS", gps ? `fix quality ${gps.quality}, HDOP ${gps.hdop === null ? "—" : gps.hdop}` : "no fix", gps ? "ok" : "warn"],
+    ["Camera", cam ? `${cam.frames} frames, last ${fmt(cam.age_s, "s ago", 1)}` : "none configured",
+     cam && cam.age_s !== null && cam.age_s < 1 ? "ok" : "warn"],
+    ["Pose", s.pose ? `${s.pose.v_mps.toFixed(2)} m/s, heading ${s.pose.yaw_known ? "known" : "unknown"}` : "no fused pose",
+     s.pose ? "ok" : "warn"],
+    ["Command", `${s.command.source || "none"} ${s.command.v_mps.toFixed(2)} m/s, ${s.command.omega_radps.toFixed(2)} rad/s`, ""],
+  ]);
+  const m = s.mission, pr = m.progress || {};
+  fill("panel-mission", [
+    ["State", m.state, m.state === "error" ? "bad" : ""],
+    ["Message", m.message || "—", ""],
+    ["Driver", pr.driver || pr.mode || "—", ""],
+    ["Walk index", pr.walk_index === undefined ? "—" : `${pr.walk_index} of ${pr.walk_nodes || "?"}`, ""],
+    ["Re-plans", String(pr.replans || 0), ""],
+    ["Disengagements", String(m.disengagements), m.disengagements ? "warn" : "ok"],
+    ["Task", `${s.task.state}${s.task.message ? ": " + s.task.message : ""}`, ""],
+    ["Recording", s.recording.recording ? `${s.recording.recording} (${s.recording.frames} frames)` : "no", ""],
+  ]);
+  fill("panel-safety", [s.safety ? [s.safety.kind, s.safety.message, "bad"] : ["All clear", "no fault", "ok"]]);
+  fill("panel-models", Object.entries(s.models).map(([k, v]) => [k, v, v === "installed" ? "ok" : "warn"]));
+  fill("panel-components", Object.entries(s.components).map(([k, v]) => [k, v, v === "running" ? "ok" : "bad"]));
+}
+
 function showStatus(s) {
   pill($("st-link"), s.mcu_link ? "MCU link" : "MCU DOWN", s.mcu_link ? "ok" : "bad");
   pill($("st-gps"), s.gps ? `GPS q${s.gps.quality}` : "no GPS fix", s.gps ? "ok" : "warn");
@@ -67,6 +109,7 @@ function showStatus(s) {
     $("subgoal-img").dataset.node = String(sub);
     $("subgoal-img").src = `/api/map/image/${sub}`;
   }
+  showPanels(s);
   $("status-json").textContent = JSON.stringify(s, null, 2);
   if (mapData && s.robot_utm_m && mapData.origin_utm_m) {
     robotXY = [s.robot_utm_m[0] - mapData.origin_utm_m[0], s.robot_utm_m[1] - mapData.origin_utm_m[1]];
