@@ -51,6 +51,7 @@ class RecordingService:
         self.config, self.sensors, self.commands, self.mission = config, sensors, commands, mission
         self.recorder = None
         self.name: str | None = None
+        self.last_saved: dict | None = None  # {"log", "frames"} of the drive saved last
         self.build_state = "idle"       # idle, building, done, failed
         self.build_report: dict | None = None
         self.build_message = ""
@@ -169,6 +170,7 @@ class RecordingService:
         rec.close()
         out = {"log": self.name, "frames": rec.frames_kept}
         self.name = None
+        self.last_saved = out  # stays on the screen until the next recording starts
         return out
 
     async def build(self, logs: list, name: str = "current") -> None:
@@ -211,4 +213,5 @@ class RecordingService:
 
     def status(self) -> dict:
         return {"recording": self.name, "frames": self.recorder.frames_kept if self.recorder else None,
+                "last_saved": self.last_saved,
                 "build": {"state": self.build_state, "message": self.build_message, "report": self.build_report}}

@@ -78,6 +78,8 @@ def test_record_drive_build_map_and_plan_on_it(tmp_path):
                             break
                         await asyncio.sleep(0.1)
                     assert st["recording"]["build"]["state"] == "done", st["recording"]
+                    # what was saved stays on the screen after the recording stopped
+                    assert st["recording"]["last_saved"] == {"log": "drive1", "frames": stopped["frames"]}
                     rep = st["recording"]["build"]["report"]
                     assert rep["nodes"] >= 3 and rep["components"] == 1
                     # the robot stands at the end of its drive: the start is the node nearest its GPS fix

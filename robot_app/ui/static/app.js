@@ -138,7 +138,8 @@ function showStatus(s) {
   $("task-plan").innerHTML = "";
   (t.plan || []).forEach((step) => { const li = document.createElement("li"); li.textContent = step; $("task-plan").append(li); });
   const r = s.recording;
-  $("rec-message").textContent = (r.recording ? `recording ${r.recording}: ${r.frames} frames. ` : "")
+  const saved = r.last_saved ? `saved ${r.last_saved.log}: ${r.last_saved.frames} frames. ` : "";
+  $("rec-message").textContent = (r.recording ? `recording ${r.recording}: ${r.frames} frames. ` : saved)
     + (r.build.message || "");
 }
 
