@@ -140,7 +140,8 @@ class MissionExecutive:
                 self.map_zone = (int(m.nodes.utm_zone[0]), str(m.nodes.utm_band[0]))
             return m
         except (FileNotFoundError, MapFormatError) as exc:
-            raise MissionError(f"no usable map: {exc}") from exc
+            raise MissionError(f"no usable map ({exc}): build one on the Record screen (it becomes "
+                               f"[paths] maps_dir/current.sqlite) or set [mission] map_file") from exc
 
     # -- planning -------------------------------------------------------------------------------------
     def _start_node(self, topomap, start: int | None) -> int:

@@ -237,6 +237,8 @@ def test_route_screen_fits_800x480_and_the_keyboard_shows_only_for_a_focused_fie
                     for screen in ("map", "task", "record", "status"):
                         await page.click(f'.tab[data-screen="{screen}"]')
                         assert await inside(page, "#stop"), f"STOP not on the {screen} screen"
+                        if screen == "map":
+                            await page.screenshot(path=str(ARTIFACTS / "map-800x480.png"))
                     # the Status screen: readable panels, the raw JSON only behind its disclosure
                     devices = await page.inner_text("#panel-devices")
                     assert "Base MCU" in devices and "connected" in devices and "GPS" in devices
@@ -252,3 +254,30 @@ def test_route_screen_fits_800x480_and_the_keyboard_shows_only_for_a_focused_fie
 
     asyncio.run(main_())
 
+
+
+def test_the_map_screen_says_why_there_is_no_map(tmp_path, route_setup):  # noqa: F811
+    import dataclasses
+
+    from playwright.async_api import async_playwright
+
+    cfg = dataclasses.replace(route_setup, mission=dataclasses.replace(route_setup.mission,
+                                                                       map_file=str(tmp_path / "none.sqlite")))
+
+    async def main_():
+        async with running_app(tmp_path, cfg) as (app, _sim):
+            async with async_playwright() as pw:
+                browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+                try:
+                    page = await browser.new_page(viewport={"width": 800, "height": 480})
+                    await page.goto(f"http://127.0.0.1:{app.ui.port}/#token={app.ui_token}")
+                    await page.click('.tab[data-screen="map"]')
+                    await page.wait_for_function(
+                        "document.getElementById('map-hint').textContent.includes('no usable')")
+                    hint = await page.inner_text("#map-hint")
+                    assert "[mission] map_file" in hint and "Record screen" in hint
+                    await page.screenshot(path=str(ARTIFACTS / "map-none-800x480.png"))
+                finally:
+                    await browser.close()
+
+    asyncio.run(main_())

@@ -4,6 +4,8 @@ const $ = (id) => document.getElementById(id);
 let plan = null;
 let mapData = null;
 let robotXY = null;      // robot position in the map frame (m), from the status stream
+let robotYaw = null;     // its heading (rad, CCW from east) when the fused pose knows it
+let mapError = "";       // why there is no map, for the Map screen
 let startNode = null;    // chosen on the map with "Set start"; null = nearest node to the GPS fix
 let pickingStart = false;
 const thumbs = {};      // node id -> Image of its first map image
@@ -113,6 +115,7 @@ function showStatus(s) {
   $("status-json").textContent = JSON.stringify(s, null, 2);
   if (mapData && s.robot_utm_m && mapData.origin_utm_m) {
     robotXY = [s.robot_utm_m[0] - mapData.origin_utm_m[0], s.robot_utm_m[1] - mapData.origin_utm_m[1]];
+    robotYaw = s.pose && s.pose.yaw_known ? s.pose.yaw_rad : null;
     if ($("screen-map").classList.contains("active")) drawMap();
   }
 
@@ -178,8 +181,35 @@ function showPlan(p) {
 function projectXY() {
   const c = $("map");
   const xs = mapData.xy_m.map((p) => p[0]), ys = mapData.xy_m.map((p) => p[1]);
-  const w = Math.max(...xs) || 1, h = Math.max(...ys) || 1, k = Math.min((c.width - 20) / w, (c.height - 20) / h);
-  return (x, y) => [10 + x * k, c.height - 10 - y * k];
+  const w = Math.max(...xs) || 1, h = Math.max(...ys) || 1, k = Math.min((c.width - 40) / w, (c.height - 40) / h);
+  const ox = (c.width - w * k) / 2, oy = (c.height - h * k) / 2;  // the map centred on the canvas
+  const f = (x, y) => [ox + x * k, c.height - oy - y * k];
+  f.pxPerM = k;
+  return f;
+}
+
+// a scale bar of a round length (1, 2 or 5 x 10^n m) about 100 px long, bottom left
+function drawScale(ctx, c, pxPerM) {
+  const target = 100 / pxPerM, p10 = Math.pow(10, Math.floor(Math.log10(target)));
+  const m = [1, 2, 5, 10].map((f) => f * p10).reduce((a, b) => (Math.abs(b - target) < Math.abs(a - target) ? b : a));
+  const len = m * pxPerM, x = 12, y = c.height - 12;
+  ctx.strokeStyle = "#000"; ctx.lineWidth = 3;
+  ctx.beginPath(); ctx.moveTo(x, y - 6); ctx.lineTo(x, y); ctx.lineTo(x + len, y); ctx.lineTo(x + len, y - 6); ctx.stroke();
+  ctx.fillStyle = "#000"; ctx.font = "bold 16px system-ui, sans-serif"; ctx.fillText(`${m} m`, x + len + 6, y);
+}
+
+// thumbnails beside their nodes, each where it overlaps no thumbnail placed before it
+function placeThumb(placed, x, y, c) {
+  const W = 80, H = 60, spots = [[8, -H - 8], [-W - 8, -H - 8], [8, 8], [-W - 8, 8], [-W / 2, -H - 16], [-W / 2, 16]];
+  const fits = (r) => placed.every((q) => r.x + W <= q.x || q.x + W <= r.x || r.y + H <= q.y || q.y + H <= r.y);
+  let best = null;
+  for (const [dx, dy] of spots) {
+    const r = { x: Math.min(Math.max(x + dx, 2), c.width - W - 2), y: Math.min(Math.max(y + dy, 2), c.height - H - 2) };
+    if (fits(r)) { best = r; break; }
+    if (!best) best = r;
+  }
+  placed.push(best);
+  return best;
 }
 
 function projection() {
@@ -196,10 +226,18 @@ function nodePixel(i) {
 function drawMap() {
   const c = $("map"), ctx = c.getContext("2d");
   ctx.clearRect(0, 0, c.width, c.height);
-  if (!mapData) return;
+  if (!mapData) {
+    ctx.fillStyle = "#000"; ctx.font = "bold 20px system-ui, sans-serif";
+    ctx.fillText(mapError || "loading the map…", 16, 40);
+    return;
+  }
   const P = projection();
   ctx.strokeStyle = "#999"; ctx.lineWidth = 1;
   mapData.edges.forEach(([a, b]) => { ctx.beginPath(); ctx.moveTo(...P(a)); ctx.lineTo(...P(b)); ctx.stroke(); });
+  ctx.fillStyle = "#555";  // the nodes
+  mapData.xy_m.forEach((_, i) => { const [x, y] = P(i); ctx.beginPath(); ctx.arc(x, y, 2.5, 0, 2 * Math.PI); ctx.fill(); });
+  drawScale(ctx, c, projectXY().pxPerM);
+  const placed = [];
   if (plan) {
     ctx.strokeStyle = "#0050ff"; ctx.lineWidth = 4; ctx.beginPath();
     plan.nodes.forEach((n, i) => (i ? ctx.lineTo(...P(n)) : ctx.moveTo(...P(n)))); ctx.stroke();
@@ -208,9 +246,10 @@ function drawMap() {
       const [x, y] = P(lm.node);
       ctx.fillRect(x - 6, y - 6, 12, 12);
       const img = thumbs[lm.node];
-      if (img && img.complete && img.naturalWidth) {  // the landmark's node image beside it
-        const tx = Math.min(x + 8, c.width - 84), ty = Math.max(y - 70, 2);
-        ctx.drawImage(img, tx, ty, 80, 60); ctx.strokeStyle = "#d00000"; ctx.lineWidth = 2; ctx.strokeRect(tx, ty, 80, 60);
+      if (img && img.complete && img.naturalWidth) {  // the landmark's node image beside it, not on another
+        const r = placeThumb(placed, x, y, c);
+        ctx.drawImage(img, r.x, r.y, 80, 60); ctx.strokeStyle = "#d00000"; ctx.lineWidth = 2;
+        ctx.strokeRect(r.x, r.y, 80, 60);
       } else if (!img) {
         thumbs[lm.node] = new Image(); thumbs[lm.node].onload = drawMap; thumbs[lm.node].src = `/api/map/image/${lm.node}`;
       }
@@ -219,9 +258,13 @@ function drawMap() {
   if (startNode !== null) {
     const [x, y] = P(startNode); ctx.strokeStyle = "#00a000"; ctx.lineWidth = 4; ctx.strokeRect(x - 8, y - 8, 16, 16);
   }
-  if (robotXY) {  // the robot: a filled circle at its GPS position
+  if (robotXY) {  // the robot: a filled circle at its GPS position, a line for its heading when known
     const [rx, ry] = projectXY()(robotXY[0], robotXY[1]);
     ctx.fillStyle = "#ff8c00"; ctx.beginPath(); ctx.arc(rx, ry, 9, 0, 2 * Math.PI); ctx.fill();
+    if (robotYaw !== null) {  // yaw CCW from east; canvas y points down
+      ctx.strokeStyle = "#ff8c00"; ctx.lineWidth = 4; ctx.beginPath(); ctx.moveTo(rx, ry);
+      ctx.lineTo(rx + 22 * Math.cos(robotYaw), ry - 22 * Math.sin(robotYaw)); ctx.stroke();
+    }
   }
 }
 
@@ -385,5 +428,9 @@ document.querySelectorAll(".tab").forEach((t) => t.onclick = () => {
   $("screen-" + t.dataset.screen).classList.add("active");
   if (t.dataset.screen === "map") drawMap();
 });
-fetch("/api/map").then((r) => r.ok ? r.json() : null).then((d) => { mapData = d; drawMap(); });
+fetch("/api/map").then(async (r) => {
+  const d = await r.json().catch(() => ({}));
+  if (r.ok) { mapData = d; } else { mapError = d.error || `no map (HTTP ${r.status})`; $("map-hint").textContent = mapError; }
+  drawMap();
+});
 connect();
