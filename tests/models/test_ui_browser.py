@@ -71,6 +71,10 @@ def test_operator_plans_drives_and_stops_from_the_touchscreen(tmp_path, route_se
                     await page.click("#go")
                     await page.wait_for_function("document.getElementById('st-mode').dataset.state === 'running'")
                     await page.wait_for_function("!document.getElementById('subgoal').hidden")  # next subgoal image
+                    # the driving view: who drives and how far along the walk, STOP above it
+                    await page.wait_for_function(
+                        "document.getElementById('drive-driver').textContent.startsWith('Driving')")
+                    assert "on the walk" in await page.inner_text("#drive-text")
                     for _ in range(60):
                         if abs(sim.plant.state().v_mps) > 0.1:
                             break

@@ -92,6 +92,30 @@ function showPanels(s) {
   fill("panel-components", Object.entries(s.components).map(([k, v]) => [k, v, v === "running" ? "ok" : "bad"]));
 }
 
+// While a route is driven: the camera (refreshed twice a second), the next subgoal's image, who drives and
+// how far along the walk the robot is; STOP stays in the header above it all.
+let cameraTimer = null;
+const DRIVERS = { vnm: "the visual navigation model", gps: "GPS", turn: "turning in place",
+                  back: "backing off after a collision", stop: "standing still" };
+function showDriving(s) {
+  const running = s.mission.state === "running", pr = s.mission.progress || {};
+  $("driving").hidden = !running;
+  $("camera-view").hidden = !s.camera;
+  if (running && s.camera && cameraTimer === null) {
+    const refresh = () => { $("camera-img").src = `/api/camera/latest?t=${Date.now()}`; };
+    refresh();
+    cameraTimer = setInterval(refresh, 500);
+  } else if ((!running || !s.camera) && cameraTimer !== null) {
+    clearInterval(cameraTimer); cameraTimer = null;
+  }
+  if (!running) return;
+  const d = pr.driver ? pr.driver.toLowerCase() : "";
+  $("drive-driver").textContent = d ? `Driving: ${DRIVERS[d] || d}` : `Driving (${pr.mode || "?"} mode)`;
+  const n = pr.walk_nodes || 0, i = pr.walk_index === undefined ? 0 : pr.walk_index;
+  $("drive-progress").value = n > 1 ? Math.min(i / (n - 1), 1) : 0;
+  $("drive-text").textContent = n ? `node ${i + 1} of ${n} on the walk` : "";
+}
+
 function showStatus(s) {
   pill($("st-link"), s.mcu_link ? "MCU link" : "MCU DOWN", s.mcu_link ? "ok" : "bad");
   pill($("st-gps"), s.gps ? `GPS q${s.gps.quality}` : "no GPS fix", s.gps ? "ok" : "warn");
@@ -105,6 +129,7 @@ function showStatus(s) {
   if (s.mission.message) $("message").textContent = s.mission.message;
   if (s.safety) { pill($("st-mode"), "SAFETY: " + s.safety.kind, "bad"); $("message").textContent = s.safety.message; }
   $("go").disabled = !(plan && s.mission.state === "confirm");
+  showDriving(s);
   const sub = s.mission.progress && s.mission.progress.subgoal_node;
   $("subgoal").hidden = sub === undefined || sub === null;
   if (sub !== undefined && sub !== null && $("subgoal-img").dataset.node !== String(sub)) {
