@@ -120,6 +120,11 @@ class RobotTaskEnvironment:
     def execute(self, step):
         if self.jobs.cancelled.is_set():
             return Outcome(False, step, "The operator stopped the task.")
+        try:
+            words = self.task.action_sentence(step.name, step.args)
+        except PddlError:
+            words = str(step)
+        self.jobs.current = {"step": str(step), "words": words}  # the screen shows it while it runs
         blocked = self.jobs.field_events(step) if self.jobs.field_events is not None else None
         if blocked:  # the (simulated) world stops the step, e.g. a closed gate: its observation in words
             return Outcome(False, step, blocked)
@@ -196,6 +201,7 @@ class TaskJobs:
         self._task: asyncio.Task | None = None
         self._run_obj = None  # the LaspRun in progress: its trace grows live
         self.pending_learned: list = []  # learned by the last run, waiting for the operator's approval
+        self.current: dict | None = None  # the step being executed: {"step": PDDL, "words": for the operator}
         #: simulation hook (robot-app demo, tests): ``callable(step) -> str | None``, called before each step;
         #: a non-empty string fails the step with that observation, as the world would (a closed gate)
         self.field_events = None
@@ -316,6 +322,7 @@ class TaskJobs:
         self.loop = asyncio.get_running_loop()
         self.cancelled.clear()
         self.state, self.message, self.result, self.photos = "running", f"planning {goal_pddl.strip()}", None, []
+        self.current, self._run_obj = None, None
         self._task = asyncio.ensure_future(self._run(task, places))
 
     async def _run(self, task, places) -> None:
@@ -391,10 +398,22 @@ class TaskJobs:
             await asyncio.wait([self._task], timeout=5.0)
 
     def status(self) -> dict:
+        """The task for the screen; while it runs, the plan and the step being done are live (the plan is
+        the newest one the planner made, the message says what the robot is doing now)."""
         q = self.question
-        trace = (self.result or {}).get("trace") or (list(self._run_obj.trace) if self._run_obj is not None else [])
-        return {"state": self.state, "message": self.message,
+        run = self._run_obj
+        trace = (self.result or {}).get("trace") or (list(run.trace) if run is not None else [])
+        plan = (self.result or {}).get("plan")
+        message, current = self.message, None
+        if self.state == "running":
+            plan = [str(st) for st in run.last_plan] if run is not None else None
+            current = self.current
+            if current is not None:
+                message = f"doing: {current['words']}"
+                if plan and current["step"] in plan:
+                    message += f" (step {plan.index(current['step']) + 1} of {len(plan)})"
+        return {"state": self.state, "message": message, "current": current,
                 "question": None if q is None else {"id": q.id, "text": q.text},
-                "plan": (self.result or {}).get("plan"), "learned": (self.result or {}).get("learned"),
+                "plan": plan, "learned": (self.result or {}).get("learned"),
                 "awaiting_approval": [e.as_dict() for e in self.pending_learned],
                 "trace": trace[-40:], "photos": len(self.photos)}

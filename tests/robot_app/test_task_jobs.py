@@ -84,6 +84,10 @@ def test_task_job_drives_inspects_and_asks_the_operator(tmp_path, task_app_confi
                     q = st["task"]["question"]
                     # in the operator's words, from the domain's sentence for the action
                     assert q["text"].startswith("Please load parcel 1 onto jackal at "), q["text"]
+                    # while it runs, the screen has the plan and the step being done
+                    t = st["task"]
+                    assert t["state"] == "running" and t["plan"] and t["current"]["step"] in t["plan"]
+                    assert t["message"].startswith("doing: load parcel 1 onto jackal at ") and " of " in t["message"]
                     assert (
                         await http.post(url + "/api/task/answer", json={"id": q["id"], "done": "yes"})
                     ).status == 400

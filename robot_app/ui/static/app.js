@@ -164,7 +164,11 @@ function showStatus(s) {
     $("task-learned-list").append(li);
   });
   $("task-plan").innerHTML = "";
-  (t.plan || []).forEach((step) => { const li = document.createElement("li"); li.textContent = step; $("task-plan").append(li); });
+  (t.plan || []).forEach((step) => {  // the step being done now is marked
+    const li = document.createElement("li"); li.textContent = step;
+    if (t.current && t.current.step === step) li.className = "current";
+    $("task-plan").append(li);
+  });
   const r = s.recording;
   const saved = r.last_saved ? `saved ${r.last_saved.log}: ${r.last_saved.frames} frames. ` : "";
   $("rec-message").textContent = (r.recording ? `recording ${r.recording}: ${r.frames} frames. ` : saved)
