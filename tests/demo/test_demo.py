@@ -269,6 +269,10 @@ def test_quick_demo_succeeds_end_to_end(tmp_path, capsys):
     assert doc["stages"]["drive"]["runs"][0]["mode"] == ("vnm" if HAVE_SIM_VNM else "gps")
     assert doc["stages"]["task"]["learned"] and doc["stages"]["task"]["injected"]["blocked_steps"]
     assert (out / "report.png").is_file() and (out / "report.html").is_file() and (out / "config.toml").is_file()
+    # the page and the JSON agree on every stage (the report stage included)
+    page = (out / "report.html").read_text()
+    for name in STAGES:
+        assert f"<tr><td>{name}</td><td>{doc['stages'][name]['ok']}</td>" in page, name
     # shipped data is named by package: paths (a reinstall moves the package), resolved where it is now
     text = (out / "config.toml").read_text()
     assert 'models_dir = "package:robot_app/data/models/sim"' in text and "package:robot_app/data/worlds/" in text
