@@ -23,6 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
+from core.control import polyline_distance
 from core.metrics import planning_efficiency
 from firmware_bridge.sim.devices import SimulatedDevices
 from robot_app.config import _toml_value, config_from_mapping, package_path_of
@@ -195,8 +198,10 @@ async def _status(http, url: str) -> dict:
         return await r.json()
 
 
-async def _follow(ctx, http, url: str, plan: dict, plant, timeout_s: float) -> dict:
-    """Go, then watch the mission until it ends; press STOP (a disengagement) after ``timeout_s``."""
+async def _follow(ctx, http, url: str, plan: dict, plant, timeout_s: float, drivers: list | None = None,
+                  t_origin: float | None = None) -> dict:
+    """Go, then watch the mission until it ends; press STOP (a disengagement) after ``timeout_s``. Who drives
+    (the status the screen shows, every 0.5 s) goes to ``drivers`` as ``[s since t_origin, driver]``."""
     from tqdm import tqdm
 
     diseng0 = int((await _status(http, url))["mission"].get("disengagements", 0))
@@ -210,6 +215,9 @@ async def _follow(ctx, http, url: str, plan: dict, plant, timeout_s: float) -> d
             await asyncio.sleep(0.5)
             st = await _status(http, url)
             m = st["mission"]
+            if drivers is not None and m["state"] == "running":
+                drivers.append([round(time.monotonic() - (t_origin or t0), 1),
+                                m["progress"].get("driver") or m["progress"].get("mode")])
             bar.n = min(m["progress"].get("walk_index", bar.n), bar.total)
             bar.refresh()
             if m["state"] != "running":
@@ -229,6 +237,17 @@ async def _follow(ctx, http, url: str, plan: dict, plant, timeout_s: float) -> d
             "wall_s": round(time.monotonic() - t0, 1), "collisions": len(plant.collisions) - collisions0}
 
 
+def _timeline(driven, period_s: float, walk_xy, drivers: list) -> dict:
+    """The drive over time for the report: speed (m/s, from the true track sampled every ``period_s``),
+    cross-track error (m, distance of the true position to the planned walk's true node positions) and
+    who drove (``[t_s, driver]`` as the screen showed it)."""
+    d = np.asarray(driven, dtype=float).reshape(-1, 2)
+    speed = np.hypot(*np.diff(d, axis=0).T) / period_s if len(d) > 1 else np.zeros(0)
+    xt = [polyline_distance(walk_xy, x, y) for x, y in d] if len(walk_xy) else []
+    return {"period_s": period_s, "speed_mps": np.round(speed, 3).tolist(),
+            "cross_track_m": [round(float(v), 3) for v in xt], "drivers": drivers}
+
+
 async def drive_walk(ctx, http, url: str, plant, path: PathRecorder) -> dict:
     """Stage 4: plan the instruction through the API from the start node, Go, and follow the run;
     one re-plan from where the robot stands to the walk's goal if it does not arrive."""
@@ -240,13 +259,15 @@ async def drive_walk(ctx, http, url: str, plant, path: PathRecorder) -> dict:
         log.warning("the app planned a different walk than stage 3 (%s vs %s)", plan["nodes"], ctx.plan_nodes)
     goal = plan["nodes"][-1]
     expected_s = (ctx.intended_m or 100.0) / (0.5 * DEMO_MAX_V_MPS) + 45.0  # half the speed limit on average
-    runs = [await _follow(ctx, http, url, plan, plant, expected_s)]
+    drivers: list = []
+    t_drive = time.monotonic()
+    runs = [await _follow(ctx, http, url, plan, plant, expected_s, drivers, t_drive)]
     if runs[-1]["state"] != "reached":
         log.warning("walk ended %s (%s): re-planning from here to node %d", runs[-1]["state"], runs[-1]["message"],
                     goal)
         try:
             again = await _post(http, url + "/api/route/plan", {"goal": goal, "start": None})
-            runs.append(await _follow(ctx, http, url, again, plant, expected_s))
+            runs.append(await _follow(ctx, http, url, again, plant, expected_s, drivers, t_drive))
         except StageFailed as exc:
             runs.append({"state": "replan-failed", "message": str(exc), "replans": 0, "collisions": 0})
     path.mark("drive_end")
@@ -265,7 +286,8 @@ async def drive_walk(ctx, http, url: str, plant, path: PathRecorder) -> dict:
            "disengagements": int(diseng), "final_xy_m": [round(fx, 2), round(fy, 2)],
            "goal_node_xy_m": [round(float(gx), 2), round(float(gy), 2)],
            "final_error_m": round(math.hypot(fx - gx, fy - gy), 2),
-           "collisions": [f"{c.name} ({c.category}) at {c.t_s:.1f} s" for c in plant.collisions]}
+           "collisions": [f"{c.name} ({c.category}) at {c.t_s:.1f} s" for c in plant.collisions],
+           "timeline": _timeline(driven, path.period, ctx.poses[np.asarray(plan["nodes"]), :2], drivers)}
     ctx.drive = out
     if not reached:
         raise StageFailed(f"the robot did not reach the walk's end ({runs[-1]['state']}: {runs[-1]['message']})", out)

@@ -102,8 +102,9 @@ def plot_report(ctx, records: dict, out: Path) -> Path:
 
     rows = _landmark_rows(records)
     k = max(1, len(rows))
-    fig = plt.figure(figsize=(9, 11), dpi=100)
-    gs = fig.add_gridspec(2, k, height_ratios=[4, 1])
+    timeline = (records.get("drive") or {}).get("timeline")
+    fig = plt.figure(figsize=(9, 13.5 if timeline else 11), dpi=100)
+    gs = fig.add_gridspec(3 if timeline else 2, k, height_ratios=[4, 1, 1.4] if timeline else [4, 1])
     ax = fig.add_subplot(gs[0, :])
     route = np.asarray(ctx.scenario.route, dtype=float)
     ax.plot(route[:, 0], route[:, 1], color="0.85", lw=6, zorder=0, label="explored route")
@@ -167,10 +168,45 @@ def plot_report(ctx, records: dict, out: Path) -> Path:
         axi.set_title(f"{i + 1}. {r['phrase']}\nnode {r.get('node')} ({'true' if r.get('true') else 'wrong'})",
                       fontsize=8)
         axi.axis("off")
+    if timeline:
+        plot_timeline(fig.add_subplot(gs[2, :]), timeline)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, bbox_inches="tight")
     plt.close(fig)
     return out
+
+
+#: background colour of the time plot per driver (robot_app.nav.policy.Driver)
+DRIVER_COLOURS = {"vnm": "#cfe8ff", "gps": "#ffe2b8", "turn": "#e6d5f5", "back": "#ffc9c9", "stop": "#e8e8e8"}
+
+
+def plot_timeline(ax, timeline: dict) -> None:
+    """Speed (m/s) and cross-track error to the planned walk (m) over the drive's time, on a background
+    coloured by who drove (the drive stage's ``timeline``)."""
+    dt = float(timeline["period_s"])
+    speed, xt = np.asarray(timeline["speed_mps"]), np.asarray(timeline["cross_track_m"])
+    drivers = timeline.get("drivers") or []
+    for (t, who), nxt in zip(drivers, drivers[1:] + [[None, None]]):
+        end = nxt[0] if nxt[0] is not None else t + 0.5
+        ax.axvspan(t, end, color=DRIVER_COLOURS.get(str(who).lower(), "#f4f4f4"), lw=0)
+    ax.plot(np.arange(1, len(speed) + 1) * dt, speed, color="tab:blue", lw=1.2, label="speed [m/s]")
+    ax.set_xlabel("time since the drive started [s]")
+    ax.set_ylabel("speed [m/s]", color="tab:blue")
+    ax2 = ax.twinx()
+    ax2.plot(np.arange(len(xt)) * dt, xt, color="tab:red", lw=1.0, label="cross-track error [m]")
+    ax2.set_ylabel("cross-track error [m]", color="tab:red")
+    seen = [w for w in DRIVER_COLOURS if any(str(d[1]).lower() == w for d in drivers)]
+    handles = [plt_patch(DRIVER_COLOURS[w], f"{w.upper()} drives") for w in seen]
+    if handles:
+        ax.legend(handles=handles, loc="upper right", fontsize=7, ncol=len(handles))
+    ax.set_title("the drive over time: speed, distance from the planned walk, who drove", fontsize=9)
+    ax.grid(True, lw=0.3)
+
+
+def plt_patch(colour: str, label: str):
+    from matplotlib.patches import Patch
+
+    return Patch(color=colour, label=label)
 
 
 def _b64(data: bytes) -> str:

@@ -269,6 +269,10 @@ def test_quick_demo_succeeds_end_to_end(tmp_path, capsys):
     assert doc["stages"]["drive"]["runs"][0]["mode"] == ("vnm" if HAVE_SIM_VNM else "gps")
     assert doc["stages"]["task"]["learned"] and doc["stages"]["task"]["injected"]["blocked_steps"]
     assert (out / "report.png").is_file() and (out / "report.html").is_file() and (out / "config.toml").is_file()
+    # the drive over time for the report's plot: speed, cross-track error to the planned walk, who drove
+    tl = doc["stages"]["drive"]["timeline"]
+    assert len(tl["cross_track_m"]) == len(tl["speed_mps"]) + 1 > 20 and max(tl["cross_track_m"]) < 5.0
+    assert {d for _t, d in tl["drivers"]} <= {"vnm", "gps", "turn", "back", "stop"} and tl["drivers"]
     # the page and the JSON agree on every stage (the report stage included)
     page = (out / "report.html").read_text()
     for name in STAGES:
