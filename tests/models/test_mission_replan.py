@@ -16,11 +16,10 @@ import numpy as np
 
 from firmware_bridge.sim.devices import SimulatedDevices
 from robot_app.cli import main
-from robot_app.config import Config, nav_options
+from robot_app.config import Config
 from robot_app.mapping.synthetic_logs import write_synthetic_log
-from robot_app.nav.vnm import VnmNavigator
 from robot_app.service.app import App
-from tests.models.test_vnm_navigator import _ScriptedGps
+from tests.models.test_vnm_navigator import scripted_navigator
 from tests.robot_app.test_record_a_map import ORIGIN, write_video
 
 
@@ -63,17 +62,7 @@ def test_a_lost_vnm_walk_is_replanned_with_a_gps_start(tmp_path, clip_export_dir
                     n = len(m.nodes)
                 plan = await mission.plan_route(None, goal=n - 1)
                 assert plan["nodes"][0] <= 2 and plan["nodes"][-1] == n - 1
-                nav = VnmNavigator(
-                    app.sensors,
-                    app.commands,
-                    app.registry.vnm(),
-                    nav_options(app.config),
-                    lost_steps=1e9,
-                    close_steps=-1.0,
-                    timeout_s=6.0,
-                    goal_close=True,
-                    gps_navigator=_ScriptedGps(app, script),
-                )
+                nav = scripted_navigator(app, script, timeout_s=6.0)
                 mission.state, mission.progress = "running", {"mode": "vnm"}
                 await mission._drive(nav, mission._vnm_args())  # what Go starts, with this navigator
                 return mission, nav, plan

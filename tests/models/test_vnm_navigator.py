@@ -104,6 +104,14 @@ class _ScriptedGps(GpsNavigator):
         return True
 
 
+def scripted_navigator(app, script, **changes) -> VnmNavigator:
+    """The app's VNM navigator with the GPS fix scripted (:class:`_ScriptedGps`): never lost by distance,
+    the goal taken from the VNM's closeness, the other options from ``changes``."""
+    return VnmNavigator(app.sensors, app.commands, app.registry.vnm(), nav_options(app.config),
+                        gps_navigator=_ScriptedGps(app, script),
+                        **{"lost_steps": 1e9, "close_steps": -1.0, "goal_close": True, **changes})
+
+
 def test_vnm_stretch_gps_guard_and_arrival(tmp_path, vnm_export):
     """The arg-min always names a node (never lost by distance here, and this VNM never reports the goal),
     so only GPS ends these runs early: a fix that was on the walk and then 30 m off it ends the stretch
@@ -132,16 +140,10 @@ def test_vnm_stretch_gps_guard_and_arrival(tmp_path, vnm_export):
                 out = {}
                 for name, script in scripts.items():
                     # "far": [vnm_nav] gps_approach_m = 0, no leg onto the walk
-                    nav = VnmNavigator(
-                        app.sensors,
-                        app.commands,
-                        app.registry.vnm(),
-                        nav_options(app.config),
-                        lost_steps=1e9,
-                        close_steps=-1.0,
+                    nav = scripted_navigator(
+                        app,
+                        script,
                         timeout_s=5.0,
-                        goal_close=True,
-                        gps_navigator=_ScriptedGps(app, script),
                         stuck_s=3.0,
                         gps_approach_m=0.0 if name == "far" else 5.0,
                     )
