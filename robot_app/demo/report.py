@@ -209,6 +209,50 @@ def plt_patch(colour: str, label: str):
     return Patch(color=colour, label=label)
 
 
+#: what each metric of the page means (LM-Nav, Shah et al. 2022, Sec. 5; LASP, Chen et al. 2024, Sec. V)
+METRIC_DEFINITIONS = [
+    ("planning success", "every landmark's chosen node is one of the nodes that show it (ground truth), in the "
+                         "instruction's order (LM-Nav Sec. 5)"),
+    ("planning efficiency", "min(1, intended / planned walk length): the intended walk is the shortest one "
+                            "through true nodes of the landmarks in order (LM-Nav Sec. 5)"),
+    ("efficiency (executed)", "min(1, intended walk length / metres driven) when the goal was reached, else 0 "
+                              "(LM-Nav Sec. 5)"),
+    ("disengagements", "operator interventions: a stuck, collided or timed-out walk, a loss the re-plans did not "
+                       "recover, a STOP of a run that took too long (LM-Nav Sec. 5 counts them per km)"),
+    ("LASP success", "the task job reached its goal after the injected failure, having learned what it lacked "
+                     "(LASP Sec. V)"),
+    ("direct walk", "the shortest walk from the start to the planned walk's goal, ignoring the landmarks: a "
+                    "planned walk longer than it shows the landmarks choosing the route (LM-Nav Fig. 5)"),
+]
+
+
+def trace_step_text(entry: dict) -> str:
+    """One LASP trace entry (:mod:`core.lasp.loop`) as a line a reader follows."""
+    kind = entry.get("kind", "?")
+    if kind == "plan":
+        steps = entry.get("plan") or []
+        return f"plan ({entry.get('why', '')}): {entry.get('status', '')}, {len(steps)} steps: " + " ".join(steps)
+    if kind == "execute":
+        if entry.get("ok"):
+            return f"done {entry.get('step')}"
+        return f"FAILED {entry.get('step')}: \u201c{entry.get('observation', '')}\u201d"
+    if kind == "diagnose":
+        top = [c.get("pddl", "?") for c in (entry.get("candidates") or [])[:3]]
+        return f"diagnosed {entry.get('error')}: the likeliest missing conditions {', '.join(top) or 'none'}"
+    if kind == "refine":
+        cand = entry.get("candidate") or {}
+        return f"learned (try): {cand.get('pddl', cand)} for {cand.get('action', '?')}"
+    if kind == "expand":
+        return f"learned a new object: {(entry.get('object') or {}).get('pddl', '?')}"
+    if kind in ("reject", "no-plan", "same-error"):
+        what = entry.get("candidate") or entry.get("dropped")
+        return {"reject": "rejected", "no-plan": "no plan with", "same-error": "did not explain the failure:"}[kind] + \
+            f" {what}" + (f" ({entry['why']})" if entry.get("why") else "")
+    if kind == "end":
+        return "task " + ("succeeded" if entry.get("success") else f"ended: {entry.get('reason', '')}")
+    return f"{kind}: {json.dumps(entry, default=str)}"
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
@@ -245,7 +289,8 @@ def render_html(ctx, summ: dict, records: dict, png: Path) -> str:
                        f"{'true' if r.get('true') else 'not a true node'} ({r.get('m_from_truth')} m from the "
                        f"nearest true node)</figcaption></figure>")
     task = records.get("task") or {}
-    trace = "".join(f"<li><code>{esc(json.dumps(t, default=str))}</code></li>" for t in task.get("trace", []))
+    trace = "".join(f"<li>{esc(trace_step_text(t))}</li>" for t in task.get("trace", []))
+    defs = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in METRIC_DEFINITIONS)
     png_uri = f"data:image/png;base64,{_b64(png.read_bytes())}" if png.is_file() else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>robot-app demo: {esc(ctx.world.name)}</title>
@@ -260,6 +305,7 @@ figure{{display:inline-block;margin:0 1em 1em 0}}code{{font-size:11px}}.bad{{col
 seed {ctx.seed}{', quick' if ctx.quick else ''}. Instruction: <i>{esc(ctx.scenario.instruction)}</i></p>
 {_failure(summ)}
 <h2>Metrics (LM-Nav Sec. 5)</h2>{_table(metrics)}
+<details><summary>What the metrics mean</summary><dl>{defs}</dl></details>
 <h2>Map, planned and driven paths</h2><img src="{png_uri}" style="max-width:100%">
 <h2>Image chosen for each landmark</h2>{''.join(lm_html) or '<p>no plan</p>'}
 <h2>Stages</h2>{_table(stages)}
@@ -268,7 +314,8 @@ seed {ctx.seed}{', quick' if ctx.quick else ''}. Instruction: <i>{esc(ctx.scenar
 {esc(str(task.get('message', task.get('reason', ''))))}</p>
 <p>Injected: {esc(str((task.get('injected') or {}).get('failure', '-')))};
 learned: <code>{esc(json.dumps(task.get('learned', [])))}</code>
-(approved: {task.get('approved', 0)})</p><ol>{trace}</ol>
+(approved: {task.get('approved', 0)})</p>
+<details open><summary>The LASP trace, step by step</summary><ol>{trace}</ol></details>
 </body></html>
 """
 

@@ -275,6 +275,9 @@ def test_quick_demo_succeeds_end_to_end(tmp_path, capsys):
     assert {d for _t, d in tl["drivers"]} <= {"vnm", "gps", "turn", "back", "stop"} and tl["drivers"]
     # the page and the JSON agree on every stage (the report stage included)
     page = (out / "report.html").read_text()
+    # the LASP trace as readable steps (the injected failure, what was learned) and the metrics defined
+    assert "FAILED (" in page and "learned (try): " in page and "task succeeded" in page
+    assert "What the metrics mean" in page and "LM-Nav Sec. 5" in page
     for name in STAGES:
         assert f"<tr><td>{name}</td><td>{doc['stages'][name]['ok']}</td>" in page, name
     # shipped data is named by package: paths (a reinstall moves the package), resolved where it is now
