@@ -116,6 +116,19 @@ function showDriving(s) {
   $("drive-text").textContent = n ? `node ${i + 1} of ${n} on the walk` : "";
 }
 
+// one learned item (core/lasp/knowledge.py as_dict) as the line its approval would add to the knowledge
+function learnedText(e) {
+  const words = (n) => String(n).replace(/[-_]/g, " ");
+  if (e.kind === "precondition") return `+ before "${words(e.action)}", require ${e.pddl}`;
+  if (e.kind === "object") return `+ a new ${words(e.type)}: ${words(e.name)}`;
+  if (e.kind === "property") {
+    return `+ a new ${e.numeric ? "quantity" : "fact"} "${words(e.name)}" of ${(e.params || []).map(words).join(", ")}`
+      + (e.values_from ? ` (values from ${e.values_from})` : "")
+      + ((e.effects || []).length ? `; changed by ${e.effects.join("; ")}` : "");
+  }
+  return "+ " + JSON.stringify(e);
+}
+
 function showStatus(s) {
   pill($("st-link"), s.mcu_link ? "MCU link" : "MCU DOWN", s.mcu_link ? "ok" : "bad");
   pill($("st-gps"), s.gps ? `GPS q${s.gps.quality}` : "no GPS fix", s.gps ? "ok" : "warn");
@@ -160,7 +173,8 @@ function showStatus(s) {
   $("task-learned-list").innerHTML = "";
   learned.forEach((e) => {
     const li = document.createElement("li");
-    li.textContent = e.pddl || e.action && `${e.action}: ${e.precondition || ""}` || JSON.stringify(e);
+    li.textContent = learnedText(e);  // as a diff of the robot's knowledge: what would be added
+    li.className = "diff-add";
     $("task-learned-list").append(li);
   });
   $("task-plan").innerHTML = "";
