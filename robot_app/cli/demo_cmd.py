@@ -30,6 +30,9 @@ def register(sub, groups) -> None:
     p.add_argument("--models", default=None,
                    help="models folder (default: the shipped sim stand-ins; llm.gguf there selects the LLM parser)")
     p.add_argument("--quick", action="store_true", help="short route with two landmarks (CI, ~1-2 minutes)")
+    p.add_argument("--serve", action="store_true",
+                   help="afterwards keep the onboard app running on the demo's map and models in the simulated "
+                        "world, and print the touchscreen's address (stop with Ctrl-C)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (stage lines still go to stderr)")
     p.set_defaults(func=_demo)
@@ -72,4 +75,19 @@ def _demo(args, config) -> int:
         f = s["failed_stage"] or {}
         print(f"robot-app demo: stage {f.get('stage')} failed: {f.get('reason')}", file=sys.stderr)
         return 1
+    if args.serve:  # the desk recipe in one command: the app on the demo's map, models and world
+        return serve(out)
     return 0
+
+
+def serve(out: Path, duration_s: float | None = None) -> int:
+    """``robot-app --config OUT/config.toml sim run``: the app the demo drove, with its map and models, in
+    the simulated world, until Ctrl-C (or ``duration_s``)."""
+    from types import SimpleNamespace
+
+    from robot_app.cli.sim_world_cmd import _run
+    from robot_app.config import load_config
+
+    print(f"serving the demo's app (the same as robot-app --config {out / 'config.toml'} sim run); Ctrl-C stops it",
+          flush=True)
+    return _run(SimpleNamespace(world=None, duration=duration_s), load_config(out / "config.toml"))

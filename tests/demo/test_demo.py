@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -280,6 +281,13 @@ def test_quick_demo_succeeds_end_to_end(tmp_path, capsys):
     assert "What the metrics mean" in page and "LM-Nav Sec. 5" in page
     for name in STAGES:
         assert f"<tr><td>{name}</td><td>{doc['stages'][name]['ok']}</td>" in page, name
+    # --serve: the app the demo drove stays up on its map and models, with the touchscreen's address
+    from robot_app.cli.demo_cmd import serve
+
+    capsys.readouterr()
+    assert serve(out, duration_s=3.0) == 0
+    said = capsys.readouterr().out
+    assert re.search(r"^touchscreen: http://127\.0\.0\.1:\d+/#token=", said, re.M), said
     # shipped data is named by package: paths (a reinstall moves the package), resolved where it is now
     text = (out / "config.toml").read_text()
     assert 'models_dir = "package:robot_app/data/models/sim"' in text and "package:robot_app/data/worlds/" in text
