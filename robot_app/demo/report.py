@@ -235,7 +235,7 @@ def trace_step_text(entry: dict) -> str:
     if kind == "execute":
         if entry.get("ok"):
             return f"done {entry.get('step')}"
-        return f"FAILED {entry.get('step')}: \u201c{entry.get('observation', '')}\u201d"
+        return f"failed {entry.get('step')}: \u201c{entry.get('observation', '')}\u201d"
     if kind == "diagnose":
         top = [c.get("pddl", "?") for c in (entry.get("candidates") or [])[:3]]
         return f"diagnosed {entry.get('error')}: the likeliest missing conditions {', '.join(top) or 'none'}"

@@ -277,7 +277,7 @@ def test_quick_demo_succeeds_end_to_end(tmp_path, capsys):
     # the page and the JSON agree on every stage (the report stage included)
     page = (out / "report.html").read_text()
     # the LASP trace as readable steps (the injected failure, what was learned) and the metrics defined
-    assert "FAILED (" in page and "learned (try): " in page and "task succeeded" in page
+    assert "failed (" in page and "learned (try): " in page and "task succeeded" in page
     assert "What the metrics mean" in page and "LM-Nav Sec. 5" in page
     for name in STAGES:
         assert f"<tr><td>{name}</td><td>{doc['stages'][name]['ok']}</td>" in page, name
