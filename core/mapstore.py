@@ -259,24 +259,24 @@ def _image_hash_rows(conn) -> list:
                         "LEFT JOIN images i ON i.id = h.image_id ORDER BY h.image_id").fetchall()
 
 
-def image_hashes_digest(rows) -> str:
-    """SHA-256 over the ``image_hashes`` rows (image id, node id, camera, the image's digest)."""
+def _rows_digest(rows) -> str:
+    """SHA-256 over rows ``(field, ..., blob)``: each field's text then ``\\x1f``, the blob's bytes, ``\\x1e``."""
     h = hashlib.sha256()
-    for image_id, node_id, camera, digest in rows:
-        h.update(f"{image_id}\x1f{node_id}\x1f{camera}\x1f".encode())
-        h.update(bytes(digest or b""))
+    for *fields, blob in rows:
+        h.update("".join(f"{f}\x1f" for f in fields).encode())
+        h.update(bytes(blob or b""))
         h.update(b"\x1e")
     return h.hexdigest()
+
+
+def image_hashes_digest(rows) -> str:
+    """SHA-256 over the ``image_hashes`` rows (image id, node id, camera, the image's digest)."""
+    return _rows_digest(rows)
 
 
 def embeddings_digest(rows) -> str:
     """SHA-256 over one model's embedding rows (image id, dim, vector bytes) in image id order."""
-    h = hashlib.sha256()
-    for image_id, dim, vec in rows:
-        h.update(f"{image_id}\x1f{dim}\x1f".encode())
-        h.update(bytes(vec))
-        h.update(b"\x1e")
-    return h.hexdigest()
+    return _rows_digest(rows)
 
 
 def _connect_ro(path: Path) -> sqlite3.Connection:
