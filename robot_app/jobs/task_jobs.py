@@ -306,13 +306,17 @@ class TaskJobs:
         problem = Path(mc.task_problem) if mc.task_problem else JACKAL_DIR / "robot_patrol.pddl"
         try:
             domain_text, problem_text = domain.read_text(encoding="utf-8"), problem.read_text(encoding="utf-8")
-            Task.from_pddl(domain_text, problem_text, where=str(problem))
-        except (OSError, PddlError) as exc:  # the robot's own files: a set-up fault, not the operator's
+        except OSError as exc:
             raise TaskError(f"the robot's task files cannot be read ([mission] task_domain / task_problem): "
                             f"{exc}") from exc
         try:
             task = Task.from_pddl(domain_text, replace_goal(problem_text, goal_pddl), where="the goal")
         except PddlError as exc:
+            try:  # whose fault: the robot's own files (a set-up fault), else the operator's goal
+                Task.from_pddl(domain_text, problem_text, where=str(problem))
+            except PddlError as own:
+                raise TaskError(f"the robot's task files cannot be read ([mission] task_domain / task_problem): "
+                                f"{own}") from own
             raise TaskError(f"the goal {goal_pddl.strip()} is not one the robot can plan for: {exc}",
                             bad_input=True) from exc
         places = self.places()
