@@ -8,6 +8,7 @@ does not work offline). ``.ci/run`` installs chromium; screenshots at 800x480 an
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 from pathlib import Path
 
@@ -22,93 +23,100 @@ FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "-
          "--disable-component-update", "--disable-sync"]
 
 
-def test_operator_plans_drives_and_stops_from_the_touchscreen(tmp_path, route_setup):  # noqa: F811
+@contextlib.asynccontextmanager
+async def operator_page(app, viewport: dict):
+    """Headless Chromium on the app's touchscreen page, opened as the kiosk launcher opens it (``#token=``);
+    yields ``(page, errors)``, the page's uncaught script errors collecting in ``errors``."""
     from playwright.async_api import async_playwright
 
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        try:
+            page = await browser.new_page(viewport=viewport)
+            errors: list = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            await page.goto(f"http://127.0.0.1:{app.ui.port}/#token={app.ui_token}")
+            yield page, errors
+        finally:
+            await browser.close()
+
+
+def test_operator_plans_drives_and_stops_from_the_touchscreen(tmp_path, route_setup):  # noqa: F811
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
     async def main_():
         async with running_app(tmp_path, route_setup) as (app, sim):
-            url = f"http://127.0.0.1:{app.ui.port}/"
-            async with async_playwright() as pw:
-                browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+            async with operator_page(app, {"width": 1280, "height": 800}) as (page, errors):
+                await page.wait_for_function("document.getElementById('st-link').textContent === 'MCU link'")
+                await page.wait_for_function("document.getElementById('st-gps').textContent.startsWith('GPS')")
+                # route from words: parsed landmarks with the chosen node images, Go only after that
+                assert await page.is_disabled("#go")
+                # the on-screen keyboard types into the focused field
+                await page.click("#instruction")
+                assert await page.is_visible("#keyboard")
+                for key in ["h", "i", "space", "⌫", "⌫", "⌫"]:
+                    await page.click(f'#keyboard button[data-key="{key}"]')
+                assert await page.input_value("#instruction") == ""
+                await page.click('#keyboard button[data-key="hide"]')
+                await page.fill("#instruction", "Go past the red house, then stop at the blue car.")
+                await page.click("#plan")
+                await page.wait_for_selector("#landmarks li >> nth=1")
+                assert "red house" in await page.inner_text("#landmarks")
+                assert "red house" in await page.inner_text("#recent")  # one tap to reuse it
+                assert await page.is_enabled("#go")
+                await page.screenshot(path=str(ARTIFACTS / "route-1280x800.png"))
+                # tap the far end of the drive on the map: a walk there, confirmed with Go
+                await page.click('.tab[data-screen="map"]')
+                n = len(await page.evaluate("fetch('/api/map').then(r => r.json()).then(d => d.xy_m)"))
+                x, y = await page.evaluate(f"window.robotUi.nodePixel({n - 1})")
+                await page.mouse.click(x, y)
                 try:
-                    page = await browser.new_page(viewport={"width": 1280, "height": 800})
-                    errors = []
-                    page.on("pageerror", lambda exc: errors.append(str(exc)))
-                    await page.goto(url + f"#token={app.ui_token}")  # as the kiosk launcher opens it
-                    await page.wait_for_function("document.getElementById('st-link').textContent === 'MCU link'")
-                    await page.wait_for_function("document.getElementById('st-gps').textContent.startsWith('GPS')")
-                    # route from words: parsed landmarks with the chosen node images, Go only after that
-                    assert await page.is_disabled("#go")
-                    # the on-screen keyboard types into the focused field
-                    await page.click("#instruction")
-                    assert await page.is_visible("#keyboard")
-                    for key in ["h", "i", "space", "⌫", "⌫", "⌫"]:
-                        await page.click(f'#keyboard button[data-key="{key}"]')
-                    assert await page.input_value("#instruction") == ""
-                    await page.click('#keyboard button[data-key="hide"]')
-                    await page.fill("#instruction", "Go past the red house, then stop at the blue car.")
-                    await page.click("#plan")
-                    await page.wait_for_selector("#landmarks li >> nth=1")
-                    assert "red house" in await page.inner_text("#landmarks")
-                    assert "red house" in await page.inner_text("#recent")  # one tap to reuse it
-                    assert await page.is_enabled("#go")
-                    await page.screenshot(path=str(ARTIFACTS / "route-1280x800.png"))
-                    # tap the far end of the drive on the map: a walk there, confirmed with Go
-                    await page.click('.tab[data-screen="map"]')
-                    n = len(await page.evaluate("fetch('/api/map').then(r => r.json()).then(d => d.xy_m)"))
-                    x, y = await page.evaluate(f"window.robotUi.nodePixel({n - 1})")
-                    await page.mouse.click(x, y)
-                    try:
-                        await page.wait_for_function(
-                            f"document.getElementById('landmarks').textContent.includes('node {n - 1}')", timeout=15000)
-                    except Exception:
-                        await page.screenshot(path=str(ARTIFACTS / "failed-map-tap.png"))
-                        raise AssertionError(
-                            f"tap at ({x}, {y}) planned nothing: {await page.inner_text('#message')!r}"
-                        )
-                    await page.click("#go")
-                    await page.wait_for_function("document.getElementById('st-mode').dataset.state === 'running'")
-                    await page.wait_for_function("!document.getElementById('subgoal').hidden")  # next subgoal image
-                    # the driving view: who drives and how far along the walk, STOP above it
                     await page.wait_for_function(
-                        "document.getElementById('drive-driver').textContent.startsWith('Driving')")
-                    assert "on the walk" in await page.inner_text("#drive-text")
-                    for _ in range(60):
-                        if abs(sim.plant.state().v_mps) > 0.1:
-                            break
-                        await asyncio.sleep(0.1)
-                    assert abs(sim.plant.state().v_mps) > 0.1, "the robot did not move"
-                    await page.screenshot(path=str(ARTIFACTS / "running-1280x800.png"))
-                    # STOP: latched through the bridge, motion ends
-                    await page.click("#stop")
-                    await page.wait_for_function("document.getElementById('st-estop').textContent === 'STOPPED'")
-                    await asyncio.sleep(0.5)
-                    assert abs(sim.plant.state().v_mps) < 0.05
-                    assert app.base.estop_latched
-                    await page.set_viewport_size({"width": 800, "height": 480})
-                    await page.screenshot(path=str(ARTIFACTS / "stopped-800x480.png"))
-                    box = await page.locator("#stop").bounding_box()
-                    assert box["width"] >= 100 and box["height"] >= 56  # finger-sized at 800x480
-                    for screen in ("task", "record", "status"):
-                        await page.click(f'.tab[data-screen="{screen}"]')
-                        assert await page.is_visible(f"#screen-{screen}")
-                    await page.click('.tab[data-screen="task"]')
-                    await page.screenshot(path=str(ARTIFACTS / "task-800x480.png"))
-                    # the map shows the robot; "Set start" then a tap picks the start node of the next plan
-                    await page.set_viewport_size({"width": 1280, "height": 800})
-                    await page.click('.tab[data-screen="map"]')
-                    await page.click("#pick-start")
-                    x, y = await page.evaluate("window.robotUi.nodePixel(1)")
-                    await page.mouse.click(x, y)
-                    await page.wait_for_function(
-                        "document.getElementById('map-hint').textContent.startsWith('Start: node 1')"
+                        f"document.getElementById('landmarks').textContent.includes('node {n - 1}')", timeout=15000)
+                except Exception:
+                    await page.screenshot(path=str(ARTIFACTS / "failed-map-tap.png"))
+                    raise AssertionError(
+                        f"tap at ({x}, {y}) planned nothing: {await page.inner_text('#message')!r}"
                     )
-                    await page.screenshot(path=str(ARTIFACTS / "map-1280x800.png"))
-                    assert not errors, errors
-                finally:
-                    await browser.close()
+                await page.click("#go")
+                await page.wait_for_function("document.getElementById('st-mode').dataset.state === 'running'")
+                await page.wait_for_function("!document.getElementById('subgoal').hidden")  # next subgoal image
+                # the driving view: who drives and how far along the walk, STOP above it
+                await page.wait_for_function(
+                    "document.getElementById('drive-driver').textContent.startsWith('Driving')")
+                assert "on the walk" in await page.inner_text("#drive-text")
+                for _ in range(60):
+                    if abs(sim.plant.state().v_mps) > 0.1:
+                        break
+                    await asyncio.sleep(0.1)
+                assert abs(sim.plant.state().v_mps) > 0.1, "the robot did not move"
+                await page.screenshot(path=str(ARTIFACTS / "running-1280x800.png"))
+                # STOP: latched through the bridge, motion ends
+                await page.click("#stop")
+                await page.wait_for_function("document.getElementById('st-estop').textContent === 'STOPPED'")
+                await asyncio.sleep(0.5)
+                assert abs(sim.plant.state().v_mps) < 0.05
+                assert app.base.estop_latched
+                await page.set_viewport_size({"width": 800, "height": 480})
+                await page.screenshot(path=str(ARTIFACTS / "stopped-800x480.png"))
+                box = await page.locator("#stop").bounding_box()
+                assert box["width"] >= 100 and box["height"] >= 56  # finger-sized at 800x480
+                for screen in ("task", "record", "status"):
+                    await page.click(f'.tab[data-screen="{screen}"]')
+                    assert await page.is_visible(f"#screen-{screen}")
+                await page.click('.tab[data-screen="task"]')
+                await page.screenshot(path=str(ARTIFACTS / "task-800x480.png"))
+                # the map shows the robot; "Set start" then a tap picks the start node of the next plan
+                await page.set_viewport_size({"width": 1280, "height": 800})
+                await page.click('.tab[data-screen="map"]')
+                await page.click("#pick-start")
+                x, y = await page.evaluate("window.robotUi.nodePixel(1)")
+                await page.mouse.click(x, y)
+                await page.wait_for_function(
+                    "document.getElementById('map-hint').textContent.startsWith('Start: node 1')"
+                )
+                await page.screenshot(path=str(ARTIFACTS / "map-1280x800.png"))
+                assert not errors, errors
 
 
     asyncio.run(main_())
@@ -196,8 +204,6 @@ def test_a_page_from_another_origin_cannot_release_plan_go_or_read_frames(tmp_pa
 def test_route_screen_fits_800x480_and_the_keyboard_shows_only_for_a_focused_field(tmp_path, route_setup):  # noqa: F811
     """The robot's small panel: no field focused, no keyboard; after Plan route the landmark images and Go
     are on the screen without scrolling; STOP is visible on every screen."""
-    from playwright.async_api import async_playwright
-
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
     async def inside(page, selector):
@@ -206,55 +212,46 @@ def test_route_screen_fits_800x480_and_the_keyboard_shows_only_for_a_focused_fie
 
     async def main_():
         async with running_app(tmp_path, route_setup) as (app, _sim):
-            url = f"http://127.0.0.1:{app.ui.port}/"
-            async with async_playwright() as pw:
-                browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
-                try:
-                    page = await browser.new_page(viewport={"width": 800, "height": 480})
-                    errors = []
-                    page.on("pageerror", lambda exc: errors.append(str(exc)))
-                    await page.goto(url + f"#token={app.ui_token}")
-                    await page.wait_for_function("document.getElementById('st-link').textContent === 'MCU link'")
-                    assert not await page.is_visible("#keyboard")  # nothing focused: no keyboard
-                    await page.click("#instruction")
-                    assert await page.is_visible("#keyboard")
-                    await page.click('#keyboard button[data-key="g"]')  # typing keeps the field focused
-                    assert await page.is_visible("#keyboard")
-                    assert await page.evaluate("document.activeElement.id") == "instruction"
-                    await page.click('#keyboard button[data-key="hide"]')
-                    assert not await page.is_visible("#keyboard")
-                    await page.click("#instruction")
-                    await page.click("#st-gps")  # a tap elsewhere takes the focus away: the keyboard goes
-                    await page.wait_for_selector("#keyboard", state="hidden", timeout=2000)
-                    await page.fill("#instruction", "Go past the red house, then stop at the blue car.")
-                    await page.click("#plan")  # the field still has the focus and the keyboard is up
-                    await page.wait_for_selector("#landmarks li >> nth=1")
-                    assert await page.is_enabled("#go")
-                    assert not await page.is_visible("#keyboard")
-                    assert await page.evaluate("window.scrollY") == 0
-                    assert await inside(page, "#go") and await inside(page, "#stop")
-                    for i in range(await page.locator("#landmarks li").count()):
-                        box = await page.locator(f"#landmarks li >> nth={i}").bounding_box()
-                        assert await inside(page, f"#landmarks li >> nth={i}"), f"landmark {i} below the fold: {box}"
-                    assert "match" in await page.inner_text("#landmarks")  # the grounding score beside each image
-                    await page.screenshot(path=str(ARTIFACTS / "route-planned-800x480.png"))
-                    for screen in ("map", "task", "record", "status"):
-                        await page.click(f'.tab[data-screen="{screen}"]')
-                        assert await inside(page, "#stop"), f"STOP not on the {screen} screen"
-                        if screen == "map":
-                            await page.screenshot(path=str(ARTIFACTS / "map-800x480.png"))
-                    # the Status screen: readable panels, the raw JSON only behind its disclosure
-                    devices = await page.inner_text("#panel-devices")
-                    assert "Base MCU" in devices and "connected" in devices and "GPS" in devices
-                    assert "installed" in await page.inner_text("#panel-models")  # the test's CLIP
-                    assert "control" in await page.inner_text("#panel-components")
-                    assert not await page.is_visible("#status-json")
-                    await page.screenshot(path=str(ARTIFACTS / "status-800x480.png"))
-                    await page.click("details summary")
-                    assert await page.is_visible("#status-json")
-                    assert not errors, errors
-                finally:
-                    await browser.close()
+            async with operator_page(app, {"width": 800, "height": 480}) as (page, errors):
+                await page.wait_for_function("document.getElementById('st-link').textContent === 'MCU link'")
+                assert not await page.is_visible("#keyboard")  # nothing focused: no keyboard
+                await page.click("#instruction")
+                assert await page.is_visible("#keyboard")
+                await page.click('#keyboard button[data-key="g"]')  # typing keeps the field focused
+                assert await page.is_visible("#keyboard")
+                assert await page.evaluate("document.activeElement.id") == "instruction"
+                await page.click('#keyboard button[data-key="hide"]')
+                assert not await page.is_visible("#keyboard")
+                await page.click("#instruction")
+                await page.click("#st-gps")  # a tap elsewhere takes the focus away: the keyboard goes
+                await page.wait_for_selector("#keyboard", state="hidden", timeout=2000)
+                await page.fill("#instruction", "Go past the red house, then stop at the blue car.")
+                await page.click("#plan")  # the field still has the focus and the keyboard is up
+                await page.wait_for_selector("#landmarks li >> nth=1")
+                assert await page.is_enabled("#go")
+                assert not await page.is_visible("#keyboard")
+                assert await page.evaluate("window.scrollY") == 0
+                assert await inside(page, "#go") and await inside(page, "#stop")
+                for i in range(await page.locator("#landmarks li").count()):
+                    box = await page.locator(f"#landmarks li >> nth={i}").bounding_box()
+                    assert await inside(page, f"#landmarks li >> nth={i}"), f"landmark {i} below the fold: {box}"
+                assert "match" in await page.inner_text("#landmarks")  # the grounding score beside each image
+                await page.screenshot(path=str(ARTIFACTS / "route-planned-800x480.png"))
+                for screen in ("map", "task", "record", "status"):
+                    await page.click(f'.tab[data-screen="{screen}"]')
+                    assert await inside(page, "#stop"), f"STOP not on the {screen} screen"
+                    if screen == "map":
+                        await page.screenshot(path=str(ARTIFACTS / "map-800x480.png"))
+                # the Status screen: readable panels, the raw JSON only behind its disclosure
+                devices = await page.inner_text("#panel-devices")
+                assert "Base MCU" in devices and "connected" in devices and "GPS" in devices
+                assert "installed" in await page.inner_text("#panel-models")  # the test's CLIP
+                assert "control" in await page.inner_text("#panel-components")
+                assert not await page.is_visible("#status-json")
+                await page.screenshot(path=str(ARTIFACTS / "status-800x480.png"))
+                await page.click("details summary")
+                assert await page.is_visible("#status-json")
+                assert not errors, errors
 
     asyncio.run(main_())
 
@@ -263,25 +260,18 @@ def test_route_screen_fits_800x480_and_the_keyboard_shows_only_for_a_focused_fie
 def test_the_map_screen_says_why_there_is_no_map(tmp_path, route_setup):  # noqa: F811
     import dataclasses
 
-    from playwright.async_api import async_playwright
 
     cfg = dataclasses.replace(route_setup, mission=dataclasses.replace(route_setup.mission,
                                                                        map_file=str(tmp_path / "none.sqlite")))
 
     async def main_():
         async with running_app(tmp_path, cfg) as (app, _sim):
-            async with async_playwright() as pw:
-                browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
-                try:
-                    page = await browser.new_page(viewport={"width": 800, "height": 480})
-                    await page.goto(f"http://127.0.0.1:{app.ui.port}/#token={app.ui_token}")
-                    await page.click('.tab[data-screen="map"]')
-                    await page.wait_for_function(
-                        "document.getElementById('map-hint').textContent.includes('no usable')")
-                    hint = await page.inner_text("#map-hint")
-                    assert "[mission] map_file" in hint and "Record screen" in hint
-                    await page.screenshot(path=str(ARTIFACTS / "map-none-800x480.png"))
-                finally:
-                    await browser.close()
+            async with operator_page(app, {"width": 800, "height": 480}) as (page, _errors):
+                await page.click('.tab[data-screen="map"]')
+                await page.wait_for_function(
+                    "document.getElementById('map-hint').textContent.includes('no usable')")
+                hint = await page.inner_text("#map-hint")
+                assert "[mission] map_file" in hint and "Record screen" in hint
+                await page.screenshot(path=str(ARTIFACTS / "map-none-800x480.png"))
 
     asyncio.run(main_())
