@@ -26,7 +26,7 @@ import numpy as np
 from models import clip, text_embed, vnm
 from models.clip_preprocess import preprocess_images
 from models.onnx_common import CPU, choose_providers
-from models.sidecar import ModelError
+from models.sidecar import ModelError, read_sidecar
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +61,10 @@ def run(models_dir: str | os.PathLike, *, config=None, repeats: int = 20, goals:
     d = Path(models_dir)
     rng = np.random.default_rng(0)
     res: dict = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                             "onnxruntime": ort.__version__},
+                             "onnxruntime": ort.__version__, "loadavg_1m_before": _load1()},
                  "providers": choose_providers(getattr(config, "providers", [CPU])),
                  "intra_op_threads": getattr(config, "intra_op_threads", 0),
+                 "allow_spinning": bool(getattr(config, "allow_spinning", False)),
                  "repeats": repeats, "models": {}, "skipped": {}}
     try:
         progress("CLIP")
@@ -98,7 +99,92 @@ def run(models_dir: str | os.PathLike, *, config=None, repeats: int = 20, goals:
                                           threads=threads)
     except ModelError as exc:
         res["skipped"]["vnm"] = str(exc)
+    res["machine"]["loadavg_1m_after"] = _load1()
     return res
+
+
+def _load1() -> float | None:
+    """The 1-minute load average (``os.getloadavg``), None where the OS has none."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+#: (intra-op threads, allow_spinning) compared by :func:`compare_threads`: one thread, onnxruntime's own
+#: default (one thread per core, spinning), and the product's default (one per core, no spinning).
+THREAD_SETTINGS = ((1, False), (0, True), (0, False))
+
+
+def compare_threads(models_dir: str | os.PathLike, *, config=None, repeats: int = 20, goals: int = 9,
+                    progress: Callable[[str], None] = lambda m: None) -> dict:
+    """Median latency of the CLIP image tower (batch 1) and one VNM model step per :data:`THREAD_SETTINGS`.
+
+    The settings run interleaved (one call of each in turn), so all see the same load from other
+    processes; the 1-minute load average before and after is recorded beside the figures.
+
+    Returns
+    -------
+    dict
+        ``{"loadavg_1m_before", "loadavg_1m_after", "settings": [label, ...], "models": {name: {label:
+        {"median_ms", "p90_ms"}}}, "skipped": {name: why}}``; labels read ``threads=N spinning=on|off``
+        (N 0 = onnxruntime's choice).
+    """
+    from models.onnx_common import open_session
+
+    mc = getattr(config, "models", config)
+    d = Path(models_dir)
+    rng = np.random.default_rng(0)
+    labels = [f"threads={t} spinning={'on' if sp else 'off'}" for t, sp in THREAD_SETTINGS]
+    out: dict = {"loadavg_1m_before": _load1(), "settings": labels, "models": {}, "skipped": {}}
+    providers = getattr(mc, "providers", [CPU])
+    cases = []
+    try:
+        sc = read_sidecar(d / getattr(mc, "clip_image_file", "clip-image.onnx"), kind="clip-image")
+        size = int(sc.params["image_size"])
+        px = rng.normal(size=(1, 3, size, size)).astype(np.float32)
+        cases.append(("clip-image batch 1", sc.model_path, {sc.inputs[0]["name"]: px}))
+    except ModelError as exc:
+        out["skipped"]["clip-image"] = str(exc)
+    try:
+        sc = read_sidecar(d / getattr(mc, "vnm_file", "vnm.onnx"), kind="vnm")
+        obs_shape, goal_shape = sc.inputs[0]["shape"], sc.inputs[1]["shape"]
+        obs = rng.normal(size=(1, *obs_shape[1:])).astype(np.float32)
+        goal = rng.normal(size=(goals, *goal_shape[1:])).astype(np.float32)
+        cases.append((f"vnm step ({goals} goals)", sc.model_path,
+                      {sc.inputs[0]["name"]: obs, sc.inputs[1]["name"]: goal}))
+    except ModelError as exc:
+        out["skipped"]["vnm"] = str(exc)
+    for name, path, feed in cases:
+        progress(f"threads: {name}")
+        sessions = [open_session(path, providers=providers, intra_op_threads=t, allow_spinning=sp)
+                    for t, sp in THREAD_SETTINGS]
+        times: list[list[float]] = [[] for _ in sessions]
+        for s in sessions:
+            s.run(None, feed)  # warm-up
+        for _ in range(repeats):
+            for j, s in enumerate(sessions):
+                t0 = time.perf_counter()
+                s.run(None, feed)
+                times[j].append((time.perf_counter() - t0) * 1e3)
+        out["models"][name] = {lab: {"median_ms": round(float(np.median(t)), 3),
+                                     "p90_ms": round(float(np.percentile(t, 90)), 3)}
+                               for lab, t in zip(labels, times)}
+    out["loadavg_1m_after"] = _load1()
+    return out
+
+
+def format_threads(res: dict) -> str:
+    """Human-readable summary of :func:`compare_threads`'s result."""
+    lines = [f"onnxruntime thread settings, interleaved runs, load average (1 min) "
+             f"{res['loadavg_1m_before']} before, {res['loadavg_1m_after']} after"]
+    for name, r in res["models"].items():
+        one = r[res["settings"][0]]["median_ms"]
+        cells = ", ".join(f"{lab} {v['median_ms']:.2f} ms ({v['median_ms'] / one:.2f}x)" for lab, v in r.items())
+        lines.append(f"  {name}: {cells}")
+    for name, why in res["skipped"].items():
+        lines.append(f"  {name}: skipped ({why.split(':')[0]})")
+    return "\n".join(lines)
 
 
 def _time_pair_ms(fa: Callable[[], object], fb: Callable[[], object], repeats: int) -> tuple[dict, dict]:
@@ -175,8 +261,10 @@ def _bench_vnm(v, rng, *, repeats: int, goals: int, torch_compare: bool, threads
 def format_table(res: dict) -> str:
     """Human-readable summary of :func:`run`'s result."""
     lines = [f"onnxruntime {res['machine']['onnxruntime']} ({', '.join(res['providers'])}, intra-op threads "
-             f"{res['intra_op_threads'] or 'auto'}) on {res['machine']['cores']} cores ({res['machine']['cpu']}), "
-             f"median of {res['repeats']} runs"]
+             f"{res['intra_op_threads'] or 'auto'}, spinning {'on' if res.get('allow_spinning') else 'off'}) on "
+             f"{res['machine']['cores']} cores ({res['machine']['cpu']}), median of {res['repeats']} runs, "
+             f"load average (1 min) {res['machine'].get('loadavg_1m_before')} before, "
+             f"{res['machine'].get('loadavg_1m_after')} after"]
     for name, r in res["models"].items():
         b1, b64 = r["batch1"]["median_ms"], r["batch64"]["median_ms"]
         lines.append(f"  {name:<11} batch 1: {b1:8.2f} ms   batch 64: {b64:9.2f} ms ({b64 / 64:.2f} ms/item)")

@@ -30,7 +30,7 @@ import numpy as np
 
 from core.grounding import log_likelihoods, node_similarity
 from models.clip_preprocess import ClipTokenizer, WordPieceTokenizer, preprocess_images
-from models.onnx_common import CPU, check_array, check_session_io, l2_normalise, open_session
+from models.onnx_common import CPU, check_array, check_session_io, l2_normalise, open_session, thread_options
 from models.sidecar import ModelInvalid, ModelMissing, read_sidecar
 
 log = logging.getLogger(__name__)
@@ -174,11 +174,10 @@ def open_clip_model(models_dir: str | os.PathLike, *, config=None, warm_up: bool
     image_file = getattr(mc, "clip_image_file", "clip-image.onnx")
     text_file = getattr(mc, "clip_text_file", "clip-text.onnx")
     providers = getattr(mc, "providers", [CPU])
-    threads = getattr(mc, "intra_op_threads", 0)
     img_sc = read_sidecar(d / image_file, kind="clip-image")
     txt_sc = read_sidecar(d / text_file, kind="clip-text")
-    img = open_session(img_sc.model_path, providers=providers, intra_op_threads=threads)
-    txt = open_session(txt_sc.model_path, providers=providers, intra_op_threads=threads)
+    img = open_session(img_sc.model_path, providers=providers, **thread_options(mc))
+    txt = open_session(txt_sc.model_path, providers=providers, **thread_options(mc))
     check_session_io(img, img_sc)
     check_session_io(txt, txt_sc)
     tok = _open_tokenizer(txt_sc)

@@ -65,8 +65,14 @@ def choose_providers(requested: Sequence[str], available: Sequence[str] | None =
     return chosen
 
 
+def thread_options(models_config) -> dict:
+    """``open_session``'s thread keywords from a ``[models]`` section (``None`` or a partial one: defaults)."""
+    return {"intra_op_threads": int(getattr(models_config, "intra_op_threads", 0)),
+            "allow_spinning": bool(getattr(models_config, "allow_spinning", False))}
+
+
 def open_session(model_path: str | os.PathLike, *, providers: Sequence[str] = (CPU,),
-                 intra_op_threads: int = 0):
+                 intra_op_threads: int = 0, allow_spinning: bool = False):
     """Create an ``onnxruntime.InferenceSession`` for ``model_path``.
 
     Parameters
@@ -77,6 +83,11 @@ def open_session(model_path: str | os.PathLike, *, providers: Sequence[str] = (C
         Preferred execution providers, see :func:`choose_providers`.
     intra_op_threads
         Threads of one operator; 0 lets onnxruntime pick (one per physical core).
+    allow_spinning
+        Whether idle intra-op threads busy-wait for the next operator (onnxruntime's session config
+        ``session.intra_op.allow_spinning``; onnxruntime's own default is on). Off by default here: on a
+        2-core machine with other load, spinning threads made 2 threads 1.4-2.0x slower than 1, and with
+        spinning off they were never slower (``robot-app bench models --compare-threads``).
 
     Raises
     ------
@@ -89,6 +100,7 @@ def open_session(model_path: str | os.PathLike, *, providers: Sequence[str] = (C
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if intra_op_threads:
         opts.intra_op_num_threads = int(intra_op_threads)
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")
     opts.log_severity_level = 3
     chosen = choose_providers(providers)
     try:

@@ -27,7 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
-from models.onnx_common import CPU, check_array, check_session_io, open_session
+from models.onnx_common import CPU, check_array, check_session_io, open_session, thread_options
 from models.sidecar import ModelMissing, read_sidecar
 
 log = logging.getLogger(__name__)
@@ -201,7 +201,7 @@ def open_vnm(models_dir: str | os.PathLike, *, config=None, warm_up: bool = True
     path = Path(models_dir) / getattr(mc, "vnm_file", DEFAULT_FILE)
     sc = read_sidecar(path, kind="vnm")
     sess = open_session(path, providers=getattr(mc, "providers", [CPU]),
-                        intra_op_threads=getattr(mc, "intra_op_threads", 0))
+                        **thread_options(mc))
     check_session_io(sess, sc)
     model = VnmModel(sess, sidecar=sc)
     if model.sim_only:

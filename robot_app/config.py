@@ -126,6 +126,9 @@ class ModelsConfig:
                                 doc="onnxruntime execution providers in order of preference; ones this "
                                     "build lacks are skipped, CPU is always the last resort")
     intra_op_threads: int = _opt(0, min=0, max=64, doc="threads per operator; 0 = onnxruntime's choice")
+    allow_spinning: bool = _opt(False, doc="onnxruntime worker threads busy-wait between operators; off "
+                                            "keeps 2+ threads from being slower than 1 when other "
+                                            "processes load the CPU (docs/benchmarks.md, threads)")
     clip_image_file: str = _opt("clip-image.onnx", doc="CLIP image encoder (file name in models_dir)")
     clip_text_file: str = _opt("clip-text.onnx", doc="CLIP text encoder (file name in models_dir)")
     vnm_file: str = _opt("vnm.onnx", doc="visual navigation model (file name in models_dir)")

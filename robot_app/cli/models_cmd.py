@@ -66,6 +66,9 @@ def register(sub, groups) -> None:
     p.add_argument("--no-torch", action="store_true", help="skip the torch eager comparison")
     p.add_argument("--threads", type=int, default=None,
                    help="intra-op threads for onnxruntime and torch (default [models] intra_op_threads)")
+    p.add_argument("--compare-threads", action="store_true",
+                   help="instead: CLIP image batch 1 and the VNM step under 1 thread, onnxruntime's default "
+                        "(spinning) and the product's (no spinning), interleaved, with the load average")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_bench)
 
@@ -262,6 +265,11 @@ def _bench(args, config) -> int:
     if args.repeats < 1 or args.goals < 1 or (args.threads is not None and args.threads < 1):
         raise UsageError("--repeats, --goals and --threads must be >= 1")
     d = _models_dir(args, config)
+    if args.compare_threads:
+        res = bench.compare_threads(d, config=config, repeats=args.repeats, goals=args.goals,
+                                    progress=lambda msg: print(f"bench models: {msg}", file=sys.stderr))
+        print(json.dumps(res, indent=2) if args.json else bench.format_threads(res))
+        return 0
     res = bench.run(d, config=config, repeats=args.repeats, goals=args.goals, torch_compare=not args.no_torch,
                     threads=args.threads, progress=lambda msg: print(f"bench models: {msg}", file=sys.stderr))
     print(json.dumps(res, indent=2) if args.json else bench.format_table(res))

@@ -82,14 +82,44 @@ def test_bench_models_reports_every_model(models_dir, capsys):
     assert set(res["models"]) == {"clip-image", "clip-text", "text-embed", "vnm"} and not res["skipped"]
     v = res["models"]["vnm"]
     assert v["goals_per_step"] == 9 and v["step_onnx"]["median_ms"] > 0
+    assert res["allow_spinning"] is False and "loadavg_1m_before" in res["machine"]
     assert main(["bench", "models", "--models", str(models_dir), "--repeats", "0"]) == 2
     assert main(["bench", "models", "--models", str(models_dir), "--threads", "0"]) == 2
+
+
+def test_bench_models_compares_the_thread_settings(models_dir, capsys):
+    assert main(["bench", "models", "--models", str(models_dir), "--repeats", "2", "--compare-threads",
+                 "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["settings"] == ["threads=1 spinning=off", "threads=0 spinning=on", "threads=0 spinning=off"]
+    assert set(res["models"]) == {"clip-image batch 1", "vnm step (9 goals)"} and not res["skipped"]
+    for figures in res["models"].values():
+        assert set(figures) == set(res["settings"])
+        assert all(0 < f["median_ms"] <= f["p90_ms"] for f in figures.values())
+    assert main(["bench", "models", "--models", str(models_dir), "--compare-threads"]) == 0
+    out = capsys.readouterr().out
+    assert "load average (1 min)" in out and "threads=0 spinning=off" in out and "(1.00x)" in out
+
+
+@pytest.mark.parametrize("spinning", [False, True])
+def test_sessions_take_the_spinning_setting_from_config(clip_export_dir, spinning):
+    from models.onnx_common import open_session, thread_options
+    from robot_app.config import ModelsConfig
+
+    opts = thread_options(ModelsConfig(intra_op_threads=1, allow_spinning=spinning))
+    assert opts == {"intra_op_threads": 1, "allow_spinning": spinning}
+    sess = open_session(clip_export_dir / "clip-image.onnx", **opts)
+    so = sess.get_session_options()
+    assert so.intra_op_num_threads == 1
+    assert so.get_session_config_entry("session.intra_op.allow_spinning") == ("1" if spinning else "0")
+    assert thread_options(None) == {"intra_op_threads": 0, "allow_spinning": False}
 
 
 @pytest.mark.parametrize("table, match", [
     ({"providers": ["FooExecutionProvider"]}, r"\[models\] providers: 'FooExecutionProvider' is not one of"),
     ({"providers": "CPUExecutionProvider"}, r"\[models\] providers: expected a list"),
     ({"intra_op_threads": -1}, r"\[models\] intra_op_threads: -1 is below"),
+    ({"allow_spinning": "no"}, r"\[models\] allow_spinning: expected"),
     ({"clip_prompt_ensemble": [1]}, r"\[models\] clip_prompt_ensemble: expected a list of str"),
     ({"landmark_min_cosine": 2.0}, r"\[models\] landmark_min_cosine: 2.0 is above"),
     ({"vnm_max_v_mps": 0}, r"\[models\] vnm_max_v_mps: 0.0 is below"),
