@@ -76,6 +76,24 @@ def _engine_name(engine: str) -> str:
     return engine
 
 
+def warm_up(engine: str = "kairos") -> None:
+    """Import the planning stack and register ``engine`` now, so the first :func:`solve` does not pay it.
+
+    The first ``unified_planning.engines`` import in a process takes about 1 s (it pulls ConfigSpace and
+    scipy.stats); the service calls this in a worker thread right after READY.
+
+    Raises
+    ------
+    UnknownEngine
+        If ``engine`` is not a known or installed engine.
+    """
+    import unified_planning.engines  # noqa: F401 - the import is the work
+    import unified_planning.io  # noqa: F401
+    import unified_planning.shortcuts  # noqa: F401
+
+    _engine_name(engine)
+
+
 def solve(task: Task, *, engine: str = "kairos", timeout_s: float = 10.0) -> PlanResult:
     """Plan for ``task`` from its initial state and validate the plan on the task's own model.
 

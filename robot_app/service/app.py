@@ -40,6 +40,7 @@ from robot_app.service.models import ModelRegistry, check_model_policy
 from robot_app.service.sdnotify import Notifier, watchdog_interval_s
 from robot_app.service.supervisor import Supervisor
 from robot_app.service.teleop import TeleopComponent
+from robot_app.service.warmup import WarmUp, default_steps
 from robot_app.ui.server import UiServer, build_app
 
 log = logging.getLogger(__name__)
@@ -191,6 +192,8 @@ class App:
             build_app(self)  # refuse unsafe [ui] settings at start, not in the component's restart loop
             self.ui = UiServer(self)
         self._stop = asyncio.Event()
+        #: the planning stack, loaded in a worker thread right after READY (robot_app.service.warmup)
+        self.warmup = WarmUp(default_steps(config))
 
     @property
     def command(self) -> Command:
@@ -240,7 +243,7 @@ class App:
                "estop_latched": bool(base is not None and base.estop_latched),
                "models": self.models, "components": {n: s.state for n, s in self.supervisor.states.items()},
                "mission": self.mission.status(), "recording": self.recording.status(),
-               "task": self.tasks.status(),
+               "task": self.tasks.status(), "warm_up": self.warmup.status(),
                "safety": None if self.fault is None else {"kind": self.fault.kind, "message": self.fault.message},
                "camera": None if self.camera is None else {
                    "frames": self.camera.frames_read,
@@ -297,9 +300,11 @@ class App:
         # READY as soon as the process is up, even with a device missing: the UI shows the fault
         self.notifier.ready(reporter.text())
         log.info("robot-app running; robot idle")
+        warm = asyncio.create_task(self.warmup.run(), name="warm-up")
         try:
             await self._stop.wait()
         finally:
+            warm.cancel()
             await self._shutdown()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
