@@ -25,7 +25,7 @@ import numpy as np
 
 from models import clip, text_embed, vnm
 from models.clip_preprocess import preprocess_images
-from models.onnx_common import CPU, choose_providers
+from models.onnx_common import CPU, choose_providers, open_session
 from models.sidecar import ModelError, read_sidecar
 
 log = logging.getLogger(__name__)
@@ -130,8 +130,6 @@ def compare_threads(models_dir: str | os.PathLike, *, config=None, repeats: int 
         {"median_ms", "p90_ms"}}}, "skipped": {name: why}}``; labels read ``threads=N spinning=on|off``
         (N 0 = onnxruntime's choice).
     """
-    from models.onnx_common import open_session
-
     mc = getattr(config, "models", config)
     d = Path(models_dir)
     rng = np.random.default_rng(0)
