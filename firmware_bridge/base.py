@@ -94,7 +94,7 @@ class JackalBase(SerialDriver):
         self._estop_reason: str | None = None
         self._stale_logged = False
         self.frame_errors: dict[str, int] = {}
-        self.sent_log: collections.deque = collections.deque(maxlen=10000)  # (monotonic send time, Drive)
+        self.sent_log: collections.deque = collections.deque(maxlen=10000)  # (monotonic, before the write; Drive)
         self.tick_lateness_s: collections.deque = collections.deque(maxlen=5000)  # drive tick vs schedule
         self.last_drive: ros1.Drive | None = None
         self._mag: tuple | None = None  # (t_mono_s, field in tesla) of the last imu/mag message
@@ -129,9 +129,10 @@ class JackalBase(SerialDriver):
         if (last is not None and (last.left != 0.0 or last.right != 0.0) and not self._closing
                 and "cmd_drive" in self._subs):
             zero = ros1.Drive(ros1.Drive.MODE_VELOCITY, 0.0, 0.0)
+            t_send = time.monotonic()  # stamped before the write: latency measured from here is never < 0
             if self._write(encode_frame(self._subs["cmd_drive"], zero.serialize())):
                 self.last_drive = zero
-                self.sent_log.append((time.monotonic(), zero))
+                self.sent_log.append((t_send, zero))
 
     def estop(self, reason: str = "software e-stop") -> None:
         """Latch zero velocity now; only :meth:`reset_estop` clears it."""
@@ -252,17 +253,19 @@ class JackalBase(SerialDriver):
         left, right = twist_to_wheels(v, w, wheel_radius_m=self.robot.wheel_radius_m,
                                       wheel_separation_m=self.robot.wheel_separation_m)
         msg = ros1.Drive(ros1.Drive.MODE_VELOCITY, left, right)
+        t_send = time.monotonic()  # before the write: the MCU may read the frame before write() returns
         if self._write(encode_frame(self._subs["cmd_drive"], msg.serialize())):
             self.last_drive = msg
-            self.sent_log.append((time.monotonic(), msg))
+            self.sent_log.append((t_send, msg))
 
     async def _goodbye(self) -> None:
         if "cmd_drive" in self._subs:
             # zero velocity first (the robot brakes even if the MCU ignores MODE_NONE), then MODE_NONE
             zero = ros1.Drive(ros1.Drive.MODE_VELOCITY, 0.0, 0.0)
+            t_send = time.monotonic()  # stamped before the write: latency measured from here is never < 0
             if self._write(encode_frame(self._subs["cmd_drive"], zero.serialize())):
                 self.last_drive = zero
-                self.sent_log.append((time.monotonic(), zero))
+                self.sent_log.append((t_send, zero))
             self._write(encode_frame(self._subs["cmd_drive"], ros1.Drive(ros1.Drive.MODE_NONE, 0.0, 0.0).serialize()))
         self._write(TX_STOP)
         await asyncio.sleep(0.02)  # let the transport flush before the port closes

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -114,15 +115,23 @@ async def drive_link_bench(robot, *, seconds: float = 5.0, separate_process: boo
     matched = sum(1 for s_, r_ in pairs if s_[1].serialize() == r_[1].serialize())
     lat_ms = [(r_[0] - s_[0]) * 1e3 for s_, r_ in pairs]
     jitter_ms = [abs(x) for x in late_ms]
-    return {
+    return {"loadavg_1m": _load1(),
         "seconds": seconds, "simulator": "separate process" if separate_process else "same event loop",
         "commands_sent": len(pairs), "commands_matched": matched, "frames_decoded": frames,
         "nmea_lines_decoded": nmea_lines,
         "latency_ms_p50": percentile(lat_ms, 50), "latency_ms_p99": percentile(lat_ms, 99),
-        "latency_ms_max": max(lat_ms, default=float("nan")),
+        "latency_ms_min": min(lat_ms, default=float("nan")), "latency_ms_max": max(lat_ms, default=float("nan")),
         "drive_jitter_ms_p50": percentile(jitter_ms, 50), "drive_jitter_ms_p99": percentile(jitter_ms, 99),
         "drive_jitter_ms_max": max(jitter_ms, default=float("nan")),
     }
+
+
+def _load1() -> float | None:
+    """The 1-minute load average (``os.getloadavg``), None where the OS has none."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
 
 
 @contextlib.asynccontextmanager

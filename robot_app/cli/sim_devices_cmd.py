@@ -187,8 +187,9 @@ def _bench(args, config) -> int:
     print(f"rosserial decode (Feedback frames): {figures['rosserial_feedback_frames_per_s']:,.0f} frames/s")
     print(f"NMEA decode:                        {figures['nmea_lines_per_s']:,.0f} lines/s")
     print(f"command latency host -> sim MCU:    p50 {figures['latency_ms_p50']:.2f} ms, "
-          f"p99 {figures['latency_ms_p99']:.2f} ms ({figures['commands_matched']}/{figures['commands_sent']} matched, "
-          f"simulator: {figures['simulator']})")
+          f"p99 {figures['latency_ms_p99']:.2f} ms, max {figures['latency_ms_max']:.2f} ms "
+          f"({figures['commands_matched']}/{figures['commands_sent']} matched, simulator: {figures['simulator']}; "
+          f"load average (1 min) {figures['loadavg_1m']})")
     print(f"drive loop jitter ({config.robot.control_rate_hz:g} Hz):      p50 {figures['drive_jitter_ms_p50']:.2f} ms, "
           f"p99 {figures['drive_jitter_ms_p99']:.2f} ms, max {figures['drive_jitter_ms_max']:.2f} ms")
     return 0
