@@ -46,6 +46,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from core.search import check_graph
+
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
@@ -147,16 +149,28 @@ class TopoMap:
     #: node -> [(image id, SHA-256 of its JPEG)] from the verified image_hashes table (None: a map without
     #: content hashes); images are found through it, not through SQLite's index
     _image_index: dict | None = field(default=None, repr=False)
+    #: the checked CSR arrays, built by the first :meth:`csr` call
+    _csr: tuple | None = field(default=None, repr=False)
 
     def csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """CSR adjacency by source for :mod:`core.search`: indptr (N+1,) int64, indices (E,) int64,
-        weights (E,) float32 (D, VNM time steps)."""
-        n = len(self.nodes)
-        order = np.argsort(self.edges.src, kind="stable")
-        indptr = np.zeros(n + 1, dtype=np.int64)
-        np.add.at(indptr, self.edges.src + 1, 1)
-        return (np.cumsum(indptr), np.ascontiguousarray(self.edges.dst[order]),
-                np.ascontiguousarray(self.edges.weight_steps[order]))
+        weights (E,) float32 (D, VNM time steps).
+
+        Built and checked (:func:`core.search.check_graph`) on the first call, then the same read-only
+        arrays every time: the planners skip re-validating an unchanged map.
+
+        Raises
+        ------
+        ValueError
+            The map's edges do not form a valid graph (names the problem).
+        """
+        if self._csr is None:
+            n = len(self.nodes)
+            order = np.argsort(self.edges.src, kind="stable")
+            indptr = np.zeros(n + 1, dtype=np.int64)
+            np.add.at(indptr, self.edges.src + 1, 1)
+            self._csr = check_graph(np.cumsum(indptr), self.edges.dst[order], self.edges.weight_steps[order])
+        return self._csr
 
     def embedding_models(self) -> list[str]:
         """Names of the embedding models with vectors in this map."""

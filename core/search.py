@@ -26,6 +26,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,11 +92,63 @@ def validate_graph(indptr, indices, weights) -> tuple[np.ndarray, np.ndarray, np
     return _checked_graph(indptr, indices, weights)[0]
 
 
+#: Graphs :func:`check_graph` validated: id(indptr view) -> (weakrefs to the three read-only views it
+#: returned, the private arrays behind them, edge stats).
+_CHECKED: dict = {}
+_CHECKED_LOCK = threading.Lock()
+
+
+def check_graph(indptr, indices, weights) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate a CSR graph once, for many plans: read-only ``(int64, int64, float32)`` copies.
+
+    The planners (:func:`plan_walk`, :func:`plan_max_likelihood`) given exactly these three array objects,
+    still read-only, skip the graph check (a full pass over the edges: about 40 % of a 1M-node plan) and
+    reuse its edge statistics. A map opened for planning checks its graph this way once
+    (``core.mapstore.TopoMap.csr``). Making an array writeable again ends the shortcut for it.
+
+    Raises
+    ------
+    ValueError
+        As :func:`validate_graph`.
+    """
+    (ip, ix, w), stats = _checked_graph(indptr, indices, weights)
+    private = tuple(np.array(a, copy=True) for a in (ip, ix, w))  # what the kernels read (numba: writeable)
+    views = tuple(a.view() for a in private)  # what the caller holds
+    for v in views:
+        v.flags.writeable = False
+    key = id(views[0])
+
+    def forget(_ref, key=key):
+        with _CHECKED_LOCK:
+            _CHECKED.pop(key, None)
+
+    with _CHECKED_LOCK:
+        _CHECKED[key] = (tuple(weakref.ref(v, forget) for v in views), private, stats)
+    return views
+
+
+def _already_checked(indptr, indices, weights) -> tuple | None:
+    """``(arrays, stats)`` of a graph :func:`check_graph` returned, if these are its unchanged arrays."""
+    with _CHECKED_LOCK:
+        entry = _CHECKED.get(id(indptr))
+    if entry is None:
+        return None
+    refs, private, stats = entry
+    given = (indptr, indices, weights)
+    if any(r() is not a for r, a in zip(refs, given)) or any(a.flags.writeable for a in given):
+        return None
+    return private, stats
+
+
 def _checked_graph(indptr, indices, weights) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple]:
-    """:func:`validate_graph`'s arrays and ``(min, max, mean)`` of D over the non-loop edges, in one pass."""
-    indptr = np.ascontiguousarray(indptr)
-    indices = np.ascontiguousarray(indices)
-    weights = np.ascontiguousarray(weights)
+    """:func:`validate_graph`'s arrays and ``(min, max, mean)`` of D over the non-loop edges, in one pass
+    (none for the arrays of :func:`check_graph`)."""
+    hit = _already_checked(indptr, indices, weights)
+    if hit is not None:
+        return hit
+    # read-only arrays are copied: the numba kernels' signatures take writeable arrays
+    indptr, indices, weights = (a if a.flags.writeable else a.copy()
+                                for a in map(np.ascontiguousarray, (indptr, indices, weights)))
     if indptr.ndim != 1 or indptr.shape[0] < 2:
         raise ValueError(f"indptr: expected shape (N+1,) with N >= 1, got {indptr.shape}")
     if indices.ndim != 1 or weights.ndim != 1 or indices.shape != weights.shape:

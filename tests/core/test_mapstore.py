@@ -160,3 +160,13 @@ def test_edit_appends_in_a_transaction(tmp_path):
     w.close()
     with open_map(path) as m:
         assert len(m.edges) == 7 and "manual" in m.edges.source.tolist()
+
+
+def test_an_opened_map_checks_its_graph_once_and_hands_out_read_only_arrays(tmp_path):
+    path = tmp_path / "m.map"
+    write_small_map(path)
+    with open_map(path) as m:
+        a, b = m.csr(), m.csr()
+        assert all(x is y for x, y in zip(a, b))
+        assert not any(x.flags.writeable for x in a)
+        assert a[0].dtype == np.int64 and a[2].dtype == np.float32

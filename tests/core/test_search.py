@@ -287,3 +287,56 @@ def test_search_scratch_grows_and_is_reused_across_map_sizes():
     search._SCRATCH.arrays = search._SCRATCH.arrays[:2] + search._entries(4)  # a queue far too small: it grows
     r2 = plan_walk(indptr, indices, weights, logp, 0, alpha=0.01)
     assert r2.objective == pytest.approx(r.objective, rel=1e-15) and search._SCRATCH.arrays[2].shape[0] > 4
+
+
+def _random_csr(n=300, e=1800, seed=3):
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
+    order = np.argsort(src, kind="stable")
+    indptr = np.searchsorted(src[order], np.arange(n + 1))
+    return indptr, dst[order], (rng.random(e) + 0.1).astype(np.float32), rng
+
+
+def test_a_checked_graph_plans_the_same_walk_and_is_validated_once(monkeypatch):
+    from core import search
+
+    indptr, indices, weights, rng = _random_csr()
+    logp = np.log(rng.dirichlet(np.ones(len(indptr) - 1), size=3).T)
+    raw = search.plan_walk(indptr, indices, weights, logp, 0)
+    g = search.check_graph(indptr, indices, weights)
+    assert [a.dtype for a in g] == [np.int64, np.int64, np.float32] and not any(a.flags.writeable for a in g)
+    calls = []
+    real = search.kern.csr_check
+    monkeypatch.setattr(search.kern, "csr_check", lambda *a: calls.append(1) or real(*a))
+    for _ in range(3):
+        r = search.plan_walk(*g, logp, 0)
+        assert np.array_equal(r.nodes, raw.nodes) and r.objective == pytest.approx(raw.objective)
+    assert calls == []  # the check ran once, in check_graph
+    search.plan_max_likelihood(*g, logp, 0)
+    assert calls == []
+    search.plan_walk(indptr, indices, weights, logp, 0)  # other (raw) arrays: checked as before
+    assert calls == [1]
+    with pytest.raises(ValueError, match="read-only"):
+        g[2][0] = -1.0
+
+
+def test_a_checked_graph_made_writeable_again_is_checked_again(monkeypatch):
+    from core import search
+
+    indptr, indices, weights, rng = _random_csr()
+    logp = np.log(rng.dirichlet(np.ones(len(indptr) - 1), size=2).T)
+    g = search.check_graph(indptr, indices, weights)
+    g[2].flags.writeable = True
+    g[2][0] = -1.0
+    with pytest.raises(ValueError, match="negative edge weight"):
+        search.plan_walk(*g, logp, 0)
+
+
+def test_check_graph_refuses_a_bad_graph_with_the_same_message():
+    from core import search
+
+    indptr, indices, weights, _ = _random_csr()
+    indices = indices.copy()
+    indices[5] = len(indptr) + 10
+    with pytest.raises(ValueError, match=r"indices: node index out of range"):
+        search.check_graph(indptr, indices, weights)
