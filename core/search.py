@@ -81,7 +81,8 @@ class WalkResult:
 
 
 def validate_graph(indptr, indices, weights) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Check a CSR graph and return contiguous ``(int64, int64, float32)`` copies/views.
+    """Check a CSR graph and return contiguous ``(int64, int64, float32)`` copies/views (the arrays of
+    :func:`check_graph`, read-only, are returned as they are without a second check).
 
     Raises
     ------
@@ -89,13 +90,17 @@ def validate_graph(indptr, indices, weights) -> tuple[np.ndarray, np.ndarray, np
         Naming the argument: wrong dimensions, ``indptr`` not starting at 0 / not non-decreasing /
         not ending at ``len(indices)``, an index out of range, NaN/inf or negative weights.
     """
+    if _already_checked(indptr, indices, weights) is not None:
+        return indptr, indices, weights  # check_graph's read-only arrays, not the writeable ones behind them
     return _checked_graph(indptr, indices, weights)[0]
 
 
 #: Graphs :func:`check_graph` validated: id(indptr view) -> (weakrefs to the three read-only views it
 #: returned, the private arrays behind them, edge stats).
 _CHECKED: dict = {}
-_CHECKED_LOCK = threading.Lock()
+#: re-entrant: a view can die (and its weakref callback take the lock) while this thread holds it, when
+#: an allocation in the locked section runs the cyclic garbage collector
+_CHECKED_LOCK = threading.RLock()
 
 
 def check_graph(indptr, indices, weights) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -340,3 +340,39 @@ def test_check_graph_refuses_a_bad_graph_with_the_same_message():
     indices[5] = len(indptr) + 10
     with pytest.raises(ValueError, match=r"indices: node index out of range"):
         search.check_graph(indptr, indices, weights)
+
+
+def test_validate_graph_of_a_checked_graph_hands_back_its_read_only_arrays():
+    from core import search
+
+    indptr, indices, weights, _ = _random_csr()
+    g = search.check_graph(indptr, indices, weights)
+    out = search.validate_graph(*g)
+    assert all(a is b for a, b in zip(out, g)) and not any(a.flags.writeable for a in out)
+
+
+def test_a_checked_graph_collected_while_the_registry_lock_is_held_does_not_deadlock():
+    """A view's weakref callback takes the registry lock; the cyclic collector can run it inside a locked
+    section on the same thread, so the lock is re-entrant."""
+    import gc
+
+    from core import search
+
+    with search._CHECKED_LOCK:
+        reentrant = search._CHECKED_LOCK.acquire(timeout=1.0)  # a plain Lock: False after 1 s, not a hang
+        if reentrant:
+            search._CHECKED_LOCK.release()
+    assert reentrant
+
+    indptr, indices, weights, _ = _random_csr()
+
+    class Cycle:
+        pass
+
+    c = Cycle()
+    c.self, c.graph = c, search.check_graph(indptr, indices, weights)
+    key = id(c.graph[0])
+    del c  # only the cyclic collector frees it
+    with search._CHECKED_LOCK:
+        gc.collect()  # the views die here and their callbacks take the lock again on this thread
+    assert key not in search._CHECKED
