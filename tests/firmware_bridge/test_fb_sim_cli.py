@@ -72,6 +72,25 @@ def test_bench_functions_short_run(arun):
     assert percentile([1, 2, 3, 4], 50) == 2.5
 
 
+def test_bench_serial_cli_short_run(capsys):
+    """The CLI end to end on the simulators (a fraction of a second of drive link): the --json figures'
+    structure, latencies never negative and ordered, the load average stored beside them; the text form
+    prints p50/p99/max and the load average. No timing thresholds."""
+    assert main(["bench", "serial", "--seconds", "0.3", "--json"]) == 0
+    fig = json.loads(capsys.readouterr().out)
+    assert {"rosserial_feedback_frames_per_s", "nmea_lines_per_s", "loadavg_1m", "seconds", "simulator",
+            "commands_sent", "commands_matched", "latency_ms_p50", "latency_ms_p99", "latency_ms_min",
+            "latency_ms_max", "drive_jitter_ms_p50", "drive_jitter_ms_p99", "drive_jitter_ms_max"} <= set(fig)
+    assert fig["simulator"] == "separate process"
+    assert fig["commands_sent"] > 0 and fig["commands_matched"] == fig["commands_sent"]
+    # every latency >= 0 (the minimum is), and p50 <= p99 <= max
+    assert 0 <= fig["latency_ms_min"] <= fig["latency_ms_p50"] <= fig["latency_ms_p99"] <= fig["latency_ms_max"]
+    assert fig["loadavg_1m"] is None or fig["loadavg_1m"] >= 0
+    assert main(["bench", "serial", "--seconds", "0.3", "--same-loop"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("command latency"))
+    assert all(s in line for s in ("p50 ", "p99 ", "max ", "load average (1 min) ", "same event loop"))
+
+
 def test_bench_serial_cli_usage(capsys):
     assert main(["bench", "serial", "--seconds", "0"]) == 2
     assert main(["bench", "serial", "--seconds", "1", "--nmea-log", "/nonexistent"]) == 2
