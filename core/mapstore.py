@@ -151,6 +151,9 @@ class TopoMap:
     _image_index: dict | None = field(default=None, repr=False)
     #: the checked CSR arrays, built by the first :meth:`csr` call
     _csr: tuple | None = field(default=None, repr=False)
+    #: (N, SHA-256 of the edges table) once :func:`open_map` has verified the edges against their content
+    #: hash (see :meth:`graph_key`); None otherwise
+    _graph_key: tuple | None = field(default=None, repr=False)
 
     def csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """CSR adjacency by source for :mod:`core.search`: indptr (N+1,) int64, indices (E,) int64,
@@ -171,6 +174,16 @@ class TopoMap:
             np.add.at(indptr, self.edges.src + 1, 1)
             self._csr = check_graph(np.cumsum(indptr), self.edges.dst[order], self.edges.weight_steps[order])
         return self._csr
+
+    def graph_key(self) -> tuple[int, str] | None:
+        """What :meth:`csr` is made of, as verified when the map was opened: ``(N, edges content hash)``.
+
+        Two opened maps with the same key have the same CSR arrays (they are built from the node count and
+        the edges table alone), so a caller that re-opens the same map for every plan can keep the checked
+        arrays of the first open (``robot_app.jobs.mission``). None for a map without content hashes (written
+        before them: nothing verifies its rows) or a TopoMap not made by :func:`open_map`.
+        """
+        return self._graph_key
 
     def embedding_models(self) -> list[str]:
         """Names of the embedding models with vectors in this map."""
@@ -374,7 +387,7 @@ def _load(path: Path, conn: sqlite3.Connection, *, check: bool) -> TopoMap:
         index: dict = {}
         for image_id, node_id, _camera, digest in image_rows:
             index.setdefault(int(node_id), []).append((int(image_id), bytes(digest)))
-        return TopoMap(path, meta, nodes, edges, conn, index)
+        return TopoMap(path, meta, nodes, edges, conn, index, _graph_key=(n, hashes["edges"]))
     return TopoMap(path, meta, nodes, edges, conn)
 
 

@@ -127,6 +127,9 @@ class MissionExecutive:
         self._walk_heading = None  # (K,) the map's node headings along the walk (VNM stretches facing away go to GPS)
         self.max_replans = int(config.mission.max_replans)
         self.map_zone: tuple | None = None  # UTM zone of the route map, once it has been opened
+        #: (TopoMap.graph_key(), checked CSR arrays) of the last route map planned on: the map is opened
+        #: for every plan, its graph is checked once (see _route_csr)
+        self._csr_cache: tuple | None = None
 
     # -- map ------------------------------------------------------------------------------------------
     def map_path(self) -> Path:
@@ -142,6 +145,20 @@ class MissionExecutive:
         except (FileNotFoundError, MapFormatError) as exc:
             raise MissionError(f"no usable map ({exc}): build one on the Record screen (it becomes "
                                f"[paths] maps_dir/current.sqlite) or set [mission] map_file") from exc
+
+    def _route_csr(self, m) -> tuple:
+        """The opened route map ``m``'s checked CSR arrays (:meth:`core.mapstore.TopoMap.csr`), validated
+        once per map rather than once per plan: kept while the map opened for the next plan has the same
+        verified graph (:meth:`~core.mapstore.TopoMap.graph_key`: node count and edges content hash);
+        a rebuilt or replaced map has another key and gets its own. A map without content hashes is
+        checked on every open. Holds one map's graph (about 80 MB at 1M nodes, 6M edges)."""
+        key = m.graph_key()
+        cached = self._csr_cache
+        if key is not None and cached is not None and cached[0] == key:
+            return cached[1]
+        csr = m.csr()
+        self._csr_cache = (key, csr) if key is not None else None
+        return csr
 
     # -- planning -------------------------------------------------------------------------------------
     def _start_node(self, topomap, start: int | None) -> int:
@@ -221,7 +238,7 @@ class MissionExecutive:
                     landmarks, logp, info = ground_instruction(instruction, m, config=self.config,
                                                                llm=self.models.llm())
                 planned = plan_on_map(m, landmarks, logp, start=s, alpha=self.config.planner.alpha,
-                                      planner=self.config.planner.planner)
+                                      planner=self.config.planner.planner, csr=self._route_csr(m))
             except PlanningError as exc:
                 raise MissionError(str(exc), bad_input=exc.bad_input) from exc
             out = planned.describe(m)
@@ -377,7 +394,7 @@ class MissionExecutive:
             logp = np.full((len(m.nodes), len(targets)), -np.inf)
             logp[np.asarray(targets), np.arange(len(targets))] = 0.0
             # the configured planner, as for the first plan ([planner] planner)
-            r = PLANNERS[planner.planner](*m.csr(), logp, start, alpha=planner.alpha)
+            r = PLANNERS[planner.planner](*self._route_csr(m), logp, start, alpha=planner.alpha)
             if not r.ok:
                 raise MissionError("the remaining landmarks cannot be reached from here")
             self._walk_latlon = (m.nodes.lat_deg[r.nodes].copy(), m.nodes.lon_deg[r.nodes].copy())

@@ -79,20 +79,29 @@ def load_scores(path: str, *, n_nodes: int, n_landmarks: int) -> np.ndarray:
 
 
 def plan_on_map(topomap, landmarks: Sequence[str], landmark_logp: np.ndarray, *, start: int,
-                alpha: float, planner: str = "lmnav") -> PlannedWalk:
+                alpha: float, planner: str = "lmnav", csr: tuple | None = None) -> PlannedWalk:
     """Plan a walk from node ``start`` of ``topomap`` (a :class:`core.mapstore.TopoMap`).
+
+    ``landmark_logp`` (N, K) float log-likelihoods; ``csr``: the map's checked CSR arrays
+    (:func:`core.search.check_graph`: (N+1,) int64, (E,) int64, (E,) float32, read-only), for a caller
+    that keeps them across opens of the same map (:meth:`core.mapstore.TopoMap.graph_key`); default
+    ``topomap.csr()``, checked once per opened map.
 
     Raises
     ------
     PlanningError
         Unknown planner, start not a node of the map, or scores rejected by the search.
+    ValueError
+        ``csr`` is not a graph of the map's N nodes.
     """
     if planner not in PLANNERS:
         raise PlanningError(f"planner {planner!r} is not one of {', '.join(PLANNERS)}")
     n = len(topomap.nodes)
     if not 0 <= start < n:
         raise PlanningError(f"--start {start}: the map has nodes 0..{n - 1}")
-    indptr, indices, weights = topomap.csr()
+    indptr, indices, weights = topomap.csr() if csr is None else csr
+    if indptr.shape[0] != n + 1:
+        raise ValueError(f"csr: a graph of {indptr.shape[0] - 1} nodes for a map of {n}")
     try:
         result = PLANNERS[planner](indptr, indices, weights, landmark_logp, start, alpha=alpha)
     except ValueError as exc:

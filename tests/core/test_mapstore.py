@@ -170,3 +170,21 @@ def test_an_opened_map_checks_its_graph_once_and_hands_out_read_only_arrays(tmp_
         assert all(x is y for x, y in zip(a, b))
         assert not any(x.flags.writeable for x in a)
         assert a[0].dtype == np.int64 and a[2].dtype == np.float32
+
+
+def test_graph_key_names_the_verified_graph_and_changes_with_it(tmp_path):
+    path = tmp_path / "m.map"
+    write_small_map(path)
+    with open_map(path) as a, open_map(path) as b:
+        assert a.graph_key() == b.graph_key() == (3, a.metadata["content_sha256"]["edges"])
+    w = MapWriter.edit(path)
+    w.add_edges([0], [2], [30.0], source="manual")
+    w.close()
+    with open_map(path) as c:
+        assert c.graph_key() != a.graph_key() and c.graph_key()[0] == 3
+    conn = sqlite3.connect(path)
+    conn.execute("DELETE FROM meta WHERE key = 'content_sha256'")  # a map written before content hashes
+    conn.commit()
+    conn.close()
+    with open_map(path) as d:
+        assert d.graph_key() is None  # nothing verifies its rows: no identity to cache by

@@ -139,7 +139,7 @@ def test_console_script_help_lists_subcommands():
 def test_bench_search_small_json(capsys):
     rc, res = run_json(capsys, ["bench", "search", "--sizes", "200", "--repeats", "1", "--no-compile-time", "--json"])
     assert rc == 0 and res["sizes"][0]["nodes"] == 200
-    assert {"numba_s", "scipy_s", "python_s"} <= set(res["sizes"][0])
+    assert {"numba_s", "numba_with_graph_check_s", "graph_check_s", "scipy_s", "python_s"} <= set(res["sizes"][0])
     assert res["compile"] is None
 
 
