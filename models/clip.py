@@ -30,7 +30,7 @@ import numpy as np
 
 from core.grounding import log_likelihoods, node_similarity
 from models.clip_preprocess import ClipTokenizer, WordPieceTokenizer, preprocess_images
-from models.onnx_common import CPU, check_array, check_session_io, l2_normalise, open_session, thread_options
+from models.onnx_common import CPU, check_array, check_session_io, l2_normalise, open_session, session_options
 from models.sidecar import ModelInvalid, ModelMissing, read_sidecar
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,9 @@ class ClipModel:
         exp(t) of the trained model (100 for OpenAI CLIP): multiplies cosines into logits.
     model_id : str
         Identifies the image encoder (architecture, weights, sha256 prefix): the name under which
-        a map stores this model's image embeddings.
+        a map stores this model's image embeddings. An int8 tower written by ``robot-app models
+        quantize`` carries its fp32 source's sha256 here (``params.int8.source_sha256``): it passed
+        parity with it, and the maps built with either serve both.
     sim_only : bool
         Trained in the simulated world only (stand-in model): meaningless on real camera images.
     suggested_min_cosine : float or None
@@ -76,7 +78,10 @@ class ClipModel:
         mc = p.get("landmark_min_cosine")
         self.suggested_min_cosine = None if mc is None else float(mc)
         weights = Path(image_sidecar.weights).name  # a checkpoint path: its file name
-        self.model_id = f"clip:{image_sidecar.architecture}:{weights}:{image_sidecar.sha256[:12]}"
+        # An int8 tower from `robot-app models quantize` passed parity with its fp32 source (cosine >= 0.99,
+        # same retrieval): it embeds into the same space, so a map's embeddings of either count for both.
+        source = (p.get("int8") or {}).get("source_sha256") or image_sidecar.sha256
+        self.model_id = f"clip:{image_sidecar.architecture}:{weights}:{source[:12]}"
         if int(text_sidecar.params["embed_dim"]) != self.embed_dim:
             raise ModelInvalid(f"{text_sidecar.path}: embed_dim {text_sidecar.params['embed_dim']} differs from "
                                f"the image encoder's {self.embed_dim}")
@@ -176,8 +181,8 @@ def open_clip_model(models_dir: str | os.PathLike, *, config=None, warm_up: bool
     providers = getattr(mc, "providers", [CPU])
     img_sc = read_sidecar(d / image_file, kind="clip-image")
     txt_sc = read_sidecar(d / text_file, kind="clip-text")
-    img = open_session(img_sc.model_path, providers=providers, **thread_options(mc))
-    txt = open_session(txt_sc.model_path, providers=providers, **thread_options(mc))
+    img = open_session(img_sc.model_path, providers=providers, **session_options(mc))
+    txt = open_session(txt_sc.model_path, providers=providers, **session_options(mc))
     check_session_io(img, img_sc)
     check_session_io(txt, txt_sc)
     tok = _open_tokenizer(txt_sc)
@@ -222,18 +227,23 @@ def check_reference(model: ClipModel, reference_npz: str | os.PathLike) -> dict:
     -------
     dict
         ``pixel_max_abs`` (this preprocessing vs open_clip's), ``ids_equal`` (tokenizer vs open_clip's),
-        ``image_max_abs`` / ``text_max_abs`` (ONNX Runtime here vs torch on the workstation).
+        ``image_max_abs`` / ``text_max_abs`` (ONNX Runtime here vs torch on the workstation) and
+        ``image_cosine_min`` / ``text_cosine_min`` (the least cosine of an embedding with the reference's:
+        the parity bound of an int8 tower, see ``models.export.quantize``).
     """
     with np.load(reference_npz) as ref:
         images = [ref[f"image_{j}"] for j in range(int(ref["n_images"]))]
         pixels = preprocess_images(images, size=model.image_size, mean=model.mean, std=model.std)
         ids = model._tok([str(t) for t in ref["texts"]])
+        img = model.encode_pixels(ref["pixel_values"])
+        txt = model.encode_text([str(t) for t in ref["texts"]])
         return {
             "pixel_max_abs": float(np.abs(pixels - ref["pixel_values"]).max()),
             "ids_equal": bool(np.array_equal(ids, ref["input_ids"])),
-            "image_max_abs": float(np.abs(model.encode_pixels(ref["pixel_values"]) - ref["image_embeds"]).max()),
-            "text_max_abs": float(np.abs(model.encode_text([str(t) for t in ref["texts"]])
-                                         - ref["text_embeds"]).max()),
+            "image_max_abs": float(np.abs(img - ref["image_embeds"]).max()),
+            "text_max_abs": float(np.abs(txt - ref["text_embeds"]).max()),
+            "image_cosine_min": float((img * l2_normalise(ref["image_embeds"])).sum(1).min()),
+            "text_cosine_min": float((txt * l2_normalise(ref["text_embeds"])).sum(1).min()),
         }
 
 

@@ -71,8 +71,35 @@ def thread_options(models_config) -> dict:
             "allow_spinning": bool(getattr(models_config, "allow_spinning", False))}
 
 
+def session_options(models_config) -> dict:
+    """All of ``open_session``'s keywords from a ``[models]`` section: :func:`thread_options` and TensorRT's."""
+    return {**thread_options(models_config),
+            "tensorrt_fp16": bool(getattr(models_config, "tensorrt_fp16", True)),
+            "tensorrt_cache_dir": str(getattr(models_config, "tensorrt_cache_dir", ""))}
+
+
+def provider_list(chosen: Sequence[str], *, tensorrt_fp16: bool = True, tensorrt_cache_dir: str = "") -> list:
+    """``InferenceSession``'s ``providers`` argument: names, TensorRT as (name, options).
+
+    TensorRT options (onnxruntime docs, "TensorRT Execution Provider", Configurations): ``trt_fp16_enable``
+    builds fp16 engines; ``trt_engine_cache_enable`` / ``trt_engine_cache_path`` keep built engines on disk
+    so that only the first session after a model or TensorRT change pays the build (minutes on a Jetson).
+    """
+    out: list = []
+    for name in chosen:
+        if name != "TensorrtExecutionProvider":
+            out.append(name)
+            continue
+        opts: dict = {"trt_fp16_enable": bool(tensorrt_fp16)}
+        if tensorrt_cache_dir:
+            opts.update(trt_engine_cache_enable=True, trt_engine_cache_path=str(tensorrt_cache_dir))
+        out.append((name, opts))
+    return out
+
+
 def open_session(model_path: str | os.PathLike, *, providers: Sequence[str] = (CPU,),
-                 intra_op_threads: int = 0, allow_spinning: bool = False):
+                 intra_op_threads: int = 0, allow_spinning: bool = False, tensorrt_fp16: bool = True,
+                 tensorrt_cache_dir: str = ""):
     """Create an ``onnxruntime.InferenceSession`` for ``model_path``.
 
     Parameters
@@ -88,6 +115,9 @@ def open_session(model_path: str | os.PathLike, *, providers: Sequence[str] = (C
         ``session.intra_op.allow_spinning``; onnxruntime's own default is on). Off by default here: on a
         2-core machine with other load, spinning threads made 2 threads 1.4-2.0x slower than 1, and with
         spinning off they were never slower (``robot-app bench models --compare-threads``).
+    tensorrt_fp16, tensorrt_cache_dir
+        TensorRT provider options, used only when it is among the chosen providers (:func:`provider_list`);
+        a cache folder that cannot be created is skipped with a warning (engines are then rebuilt per boot).
 
     Raises
     ------
@@ -103,8 +133,17 @@ def open_session(model_path: str | os.PathLike, *, providers: Sequence[str] = (C
     opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")
     opts.log_severity_level = 3
     chosen = choose_providers(providers)
+    if tensorrt_cache_dir and "TensorrtExecutionProvider" in chosen:
+        try:
+            os.makedirs(tensorrt_cache_dir, exist_ok=True)
+        except OSError as exc:
+            log.warning("TensorRT engine cache %s unusable (%s): engines are rebuilt at every start",
+                        tensorrt_cache_dir, exc)
+            tensorrt_cache_dir = ""
     try:
-        sess = ort.InferenceSession(str(model_path), sess_options=opts, providers=chosen)
+        sess = ort.InferenceSession(str(model_path), sess_options=opts,
+                                    providers=provider_list(chosen, tensorrt_fp16=tensorrt_fp16,
+                                                            tensorrt_cache_dir=tensorrt_cache_dir))
     except Exception as exc:  # onnxruntime raises its own exception types (Fail, InvalidGraph, ...)
         raise ModelInvalid(f"{model_path}: onnxruntime {ort.__version__} cannot load it: {exc}") from exc
     log.info("opened %s with %s", Path(model_path).name, sess.get_providers())

@@ -105,6 +105,13 @@ class Sidecar:
         return self.path.parent / name
 
 
+def precision(sc: Sidecar) -> str:
+    """``"int8"`` when the sidecar's ``params.quantization`` says the weights are int8 (written by
+    ``robot-app models quantize`` and by the sim exporter's text tower), else ``"fp32"``."""
+    q = sc.params.get("quantization", "none")
+    return "int8" if isinstance(q, str) and q.startswith("int8") else "fp32"
+
+
 def _package_version() -> str:
     try:
         return importlib.metadata.version("robot-app")

@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from models.clip_preprocess import check_texts
-from models.onnx_common import CPU, check_session_io, l2_normalise, open_session, thread_options
+from models.onnx_common import CPU, check_session_io, l2_normalise, open_session, session_options
 from models.sidecar import ModelMissing, read_sidecar
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ def open_text_embedder(models_dir: str | os.PathLike, *, config=None, warm_up: b
     path = Path(models_dir) / getattr(mc, "text_embed_file", DEFAULT_FILE)
     sc = read_sidecar(path, kind="text-embed")
     sess = open_session(path, providers=getattr(mc, "providers", [CPU]),
-                        **thread_options(mc))
+                        **session_options(mc))
     check_session_io(sess, sc)
     tok = Tokenizer.from_file(str(sc.extra_path(sc.params["tokenizer"])))
     tok.no_padding()

@@ -27,7 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
-from models.onnx_common import CPU, check_array, check_session_io, open_session, thread_options
+from models.onnx_common import CPU, check_array, check_session_io, open_session, session_options
 from models.sidecar import ModelMissing, read_sidecar
 
 log = logging.getLogger(__name__)
@@ -201,7 +201,7 @@ def open_vnm(models_dir: str | os.PathLike, *, config=None, warm_up: bool = True
     path = Path(models_dir) / getattr(mc, "vnm_file", DEFAULT_FILE)
     sc = read_sidecar(path, kind="vnm")
     sess = open_session(path, providers=getattr(mc, "providers", [CPU]),
-                        **thread_options(mc))
+                        **session_options(mc))
     check_session_io(sess, sc)
     model = VnmModel(sess, sidecar=sc)
     if model.sim_only:
@@ -213,11 +213,22 @@ def open_vnm(models_dir: str | os.PathLike, *, config=None, warm_up: bool = True
 
 
 def check_reference(model: VnmModel, reference_npz: str | os.PathLike) -> dict:
-    """Rerun the exporter's reference step; max |difference| of distance and waypoints vs torch."""
+    """Rerun the exporter's reference step against its goals.
+
+    Returns ``dist_max_abs`` and ``waypoints_max_abs`` (max |difference| vs torch), ``waypoints_cosine_min``
+    (least cosine of a goal's T x 4 waypoint vector with the reference's) and ``closest_goal_same`` (the
+    goal with the smallest temporal distance is the reference's): the last two are the parity of an int8
+    model (``models.export.quantize``).
+    """
     with np.load(reference_npz) as ref:
         pred = model.predict(ref["obs"], ref["goal"])
+        a = pred.waypoints.reshape(len(pred.waypoints), -1).astype(np.float64)
+        b = ref["waypoints"].reshape(len(a), -1).astype(np.float64)
+        cos = (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
         return {"dist_max_abs": float(np.abs(pred.dist_steps - ref["dist"][:, 0]).max()),
-                "waypoints_max_abs": float(np.abs(pred.waypoints - ref["waypoints"]).max())}
+                "waypoints_max_abs": float(np.abs(pred.waypoints - ref["waypoints"]).max()),
+                "waypoints_cosine_min": float(cos.min()),
+                "closest_goal_same": bool(np.argmin(pred.dist_steps) == np.argmin(ref["dist"][:, 0]))}
 
 
 __all__ = ["ModelMissing", "VnmContext", "VnmModel", "VnmPrediction", "check_reference", "open_vnm"]

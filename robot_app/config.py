@@ -129,6 +129,11 @@ class ModelsConfig:
     allow_spinning: bool = _opt(False, doc="onnxruntime worker threads busy-wait between operators; off "
                                             "keeps 2+ threads from being slower than 1 when other "
                                             "processes load the CPU (docs/benchmarks.md, threads)")
+    tensorrt_fp16: bool = _opt(True, doc="TensorRT provider (Jetson): build fp16 engines (trt_fp16_enable); use "
+                                         "the fp32 model files there, not `models quantize` int8 ones")
+    tensorrt_cache_dir: str = _opt("/var/lib/robot-app/trt-cache",
+                                   doc="TensorRT engine cache: an engine is built on first use (minutes) and reused "
+                                       "at the next boots; empty = no cache")
     clip_image_file: str = _opt("clip-image.onnx", doc="CLIP image encoder (file name in models_dir)")
     clip_text_file: str = _opt("clip-text.onnx", doc="CLIP text encoder (file name in models_dir)")
     vnm_file: str = _opt("vnm.onnx", doc="visual navigation model (file name in models_dir)")

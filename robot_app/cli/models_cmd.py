@@ -43,6 +43,23 @@ def register(sub, groups) -> None:
     p.add_argument("--out", required=True, metavar="DIR")
     p.set_defaults(func=_export_text_embed)
 
+    p = g.add_parser("quantize", help="write int8 CLIP towers / VNM where parity with fp32 holds and it pays "
+                     "(workstation: needs onnx, and pybullet for the simulated retrieval set)")
+    p.add_argument("in_dir", metavar="IN", help="models directory with the fp32 exports and their reference files")
+    p.add_argument("out_dir", metavar="OUT", help="new folder: a complete models directory (int8 where kept)")
+    p.add_argument("--only", default=",".join(QUANTIZE_KINDS), metavar="KINDS",
+                   help="comma-separated kinds to try (default %(default)s)")
+    p.add_argument("--min-cosine", type=float, default=0.99,
+                   help="parity: least cosine of int8 vs fp32 embeddings / waypoints (default %(default)s)")
+    p.add_argument("--min-speedup", type=float, default=1.1,
+                   help="keep int8 only if this many times faster with 1 thread (default %(default)s; 0 keeps "
+                        "every file that holds parity)")
+    p.add_argument("--repeats", type=int, default=30, help="timed calls per latency figure (default %(default)s)")
+    p.add_argument("--no-sim-set", action="store_true",
+                   help="skip the retrieval check on simulated renders (the reference images still count)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_quantize)
+
     p = g.add_parser("info", help="list the models in the models directory, check their sha256, optionally parity")
     p.add_argument("--models", default=None, metavar="DIR", help="models directory (default [paths] models_dir)")
     p.add_argument("--verify", action="store_true",
@@ -118,6 +135,87 @@ def _export_text_embed(args, config) -> int:
     return _export(text_embed_export.export_text_embed, out_dir=args.out, source=args.source)
 
 
+QUANTIZE_KINDS = ("clip-image", "clip-text", "vnm")
+#: The labelled sim set of the quantisation's retrieval check: rendered views of the campus world.
+SIM_SET_WORLD, SIM_SET_VIEWS, SIM_SET_SEED = "campus", 120, 7
+
+
+def _sim_retrieval_set(image_size: int):
+    """Rendered, labelled views of the simulated campus (``robot_app.sim``) as a retrieval set."""
+    import numpy as np
+
+    from models.export.quantize import RetrievalSet
+    from robot_app.sim.views import CATEGORIES, render_views, sample_poses
+    from robot_app.sim.world import load_world
+
+    world = load_world(SIM_SET_WORLD)
+    poses = sample_poses(world, SIM_SET_VIEWS, rng=np.random.default_rng(SIM_SET_SEED), targeted_fraction=0.8)
+    views = render_views(world, poses, image_size=image_size, seed=SIM_SET_SEED)
+    return RetrievalSet(f"sim {SIM_SET_WORLD} ({SIM_SET_VIEWS} rendered views)", list(views.images),
+                        list(CATEGORIES), views.labels == 1)
+
+
+def _quantize(args, config) -> int:
+    from models.sidecar import ModelError, read_sidecar
+
+    kinds = [k.strip() for k in args.only.split(",") if k.strip()]
+    bad = [k for k in kinds if k not in QUANTIZE_KINDS]
+    if not kinds or bad:
+        raise UsageError(f"--only {args.only}: give some of {', '.join(QUANTIZE_KINDS)}")
+    if not (0 < args.min_cosine <= 1) or args.min_speedup < 0 or args.repeats < 1:
+        raise UsageError("--min-cosine must be in (0, 1], --min-speedup >= 0, --repeats >= 1")
+    try:
+        from models.export.quantize import QuantizeError, quantize_models
+    except ImportError as exc:  # pragma: no cover - onnxruntime is a base dependency
+        raise UsageError(str(exc)) from exc
+    in_dir = Path(args.in_dir)
+    sets = []
+    if not args.no_sim_set and ("clip-image" in kinds or "clip-text" in kinds):
+        try:
+            sc = read_sidecar(in_dir / config.models.clip_image_file, kind="clip-image", verify=False)
+            print("robot-app models: rendering the simulated retrieval set", file=sys.stderr)
+            sets.append(_sim_retrieval_set(int(sc.params["image_size"])))
+        except ModelError:
+            pass  # no image tower: quantize_models reports it
+        except ImportError:
+            print("robot-app models: pybullet (extra `sim`) is not installed: the retrieval check uses the "
+                  "exporter's reference images only", file=sys.stderr)
+    try:
+        res = quantize_models(in_dir, args.out_dir, config=config, kinds=kinds, retrieval=sets,
+                              min_cosine=args.min_cosine, min_speedup=args.min_speedup, repeats=args.repeats,
+                              progress=lambda msg: print(f"robot-app models: {msg}", file=sys.stderr))
+    except QuantizeError as exc:
+        raise UsageError(str(exc)) from exc
+    except ImportError as exc:
+        print(f"robot-app: error: {exc.name or exc}: not installed; quantize needs the `export` extra "
+              "(onnx) on a workstation", file=sys.stderr)
+        return 1
+    except (ModelError, OSError) as exc:
+        print(f"robot-app: error: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(res, indent=2))
+        return 0
+    print(f"wrote {res['out']} (onnxruntime {res['onnxruntime']}, load average {res['loadavg_1m']})")
+    for kind, r in res["models"].items():
+        facts = []
+        if "fp32_ms" in r:
+            facts.append(f"1 thread: fp32 {r['fp32_ms']} ms, int8 {r['int8_ms']} ms")
+        if "int8_mb" in r:
+            facts.append(f"{r['fp32_mb']} -> {r['int8_mb']} MB")
+        print(f"  {r['file']:<18} {r['result']:<7} {r['reason']}" + (f" ({'; '.join(facts)})" if facts else ""))
+    for s in res["retrieval"]:
+        line = f"  retrieval {s['set']}: top-1 same {s['top1_same']}/{s['phrases']}, top-3 same {s['top3_same']}/" \
+               f"{s['phrases']}"
+        if s.get("precision_at_1_fp32") is not None:
+            line += (f"; precision@1 fp32 {s['precision_at_1_fp32']} int8 {s['precision_at_1_int8']}, "
+                     f"@3 fp32 {s['precision_at_3_fp32']} int8 {s['precision_at_3_int8']}")
+        print(line)
+    if res["models"].get("clip-image", {}).get("reason", "").startswith("parity holds"):
+        print("  (maps built with the fp32 CLIP serve the int8 one: it passed parity and keeps the fp32 model id)")
+    return 0
+
+
 def _models_dir(args, config) -> Path:
     d = Path(args.models or config.paths.models_dir)
     if not d.is_dir():
@@ -126,7 +224,7 @@ def _models_dir(args, config) -> Path:
 
 
 def _info(args, config) -> int:
-    from models.sidecar import ModelError, read_sidecar
+    from models.sidecar import ModelError, precision, read_sidecar
 
     d = _models_dir(args, config)
     rows, failed = [], False
@@ -153,6 +251,7 @@ def _info(args, config) -> int:
             weights=sc.weights,
             random_init=sc.random_init,
             sim_only=bool(sc.params.get("sim_only", False)),
+            precision=precision(sc),
             sha256=sc.sha256,
             size_mb=round(sc.model_path.stat().st_size / 1e6, 1),
             exported=sc.raw.get("exported_utc"),
@@ -171,7 +270,8 @@ def _info(args, config) -> int:
                 extra = " RANDOM WEIGHTS (tests only)" if r["random_init"] else ""
                 if r["sim_only"]:
                     extra += " SIM-ONLY (trained on simulated renders; meaningless on real camera images)"
-                print(f"  {r['file']:<18} ok       {r['architecture']} ({r['weights']}), {r['size_mb']} MB, "
+                print(f"  {r['file']:<18} ok       {r['precision']} {r['architecture']} ({r['weights']}), "
+                      f"{r['size_mb']} MB, "
                       f"sha256 {r['sha256'][:12]}{extra}")
                 if "parity" in r:
                     print(f"  {'':<18} parity   {json.dumps(r['parity'])}")
@@ -202,7 +302,10 @@ def _verify(d: Path, config, rows) -> bool:
     if status["clip-image"]["status"] == "ok" and status["clip-text"]["status"] == "ok":
         m = clip.open_clip_model(d, config=config, warm_up=False)
         r = clip.check_reference(m, d / "clip-reference.npz")
-        ok = r["ids_equal"] and r["pixel_max_abs"] < 1e-4 and max(r["image_max_abs"], r["text_max_abs"]) < 1e-3
+        ok = r["ids_equal"] and r["pixel_max_abs"] < 1e-4
+        for tower in ("image", "text"):
+            q = status[f"clip-{tower}"]["params"].get("int8")
+            ok &= (r[f"{tower}_cosine_min"] >= q["min_cosine"]) if q else (r[f"{tower}_max_abs"] < 1e-3)
         status["clip-image"]["parity"] = {**r, "ok": ok}
         failed |= not ok
     if status["vnm"]["status"] == "ok":
@@ -211,7 +314,12 @@ def _verify(d: Path, config, rows) -> bool:
         except (ModelError, OSError, ValueError) as exc:
             status["vnm"]["parity"] = {"ok": False, "error": str(exc)}
             return True
-        ok = max(r.values()) < 1e-3
+        q = status["vnm"]["params"].get("int8")
+        if q:  # int8 vs the fp32 reference: the bounds `models quantize` checked
+            ok = (r["waypoints_cosine_min"] >= q["min_cosine"] and r["closest_goal_same"]
+                  and r["dist_max_abs"] <= q["dist_tol_steps"])
+        else:
+            ok = max(r["dist_max_abs"], r["waypoints_max_abs"]) < 1e-3
         status["vnm"]["parity"] = {**r, "ok": ok}
         failed |= not ok
     if status["text-embed"]["status"] == "ok":

@@ -115,6 +115,22 @@ def test_sessions_take_the_spinning_setting_from_config(clip_export_dir, spinnin
     assert thread_options(None) == {"intra_op_threads": 0, "allow_spinning": False}
 
 
+def test_tensorrt_gets_fp16_and_an_engine_cache_from_config(tmp_path):
+    from models.onnx_common import provider_list, session_options
+    from robot_app.config import ModelsConfig
+
+    opts = session_options(ModelsConfig(tensorrt_cache_dir=str(tmp_path / "trt")))
+    assert opts["tensorrt_fp16"] is True and opts["tensorrt_cache_dir"] == str(tmp_path / "trt")
+    chosen = ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
+    got = provider_list(chosen, tensorrt_fp16=True, tensorrt_cache_dir=str(tmp_path / "trt"))
+    assert got == [("TensorrtExecutionProvider", {"trt_fp16_enable": True, "trt_engine_cache_enable": True,
+                                                  "trt_engine_cache_path": str(tmp_path / "trt")}),
+                   "CUDAExecutionProvider", "CPUExecutionProvider"]
+    assert provider_list(chosen[:1], tensorrt_fp16=False) == [("TensorrtExecutionProvider",
+                                                                {"trt_fp16_enable": False})]
+    assert provider_list(["CPUExecutionProvider"], tensorrt_cache_dir="/x") == ["CPUExecutionProvider"]
+
+
 @pytest.mark.parametrize("table, match", [
     ({"providers": ["FooExecutionProvider"]}, r"\[models\] providers: 'FooExecutionProvider' is not one of"),
     ({"providers": "CPUExecutionProvider"}, r"\[models\] providers: expected a list"),
