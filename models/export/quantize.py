@@ -305,6 +305,7 @@ def quantize_models(in_dir: str | os.PathLike, out_dir: str | os.PathLike, *, co
             continue
         progress(f"{name}: quantising")
         n_int8 = quantize_file(sc.model_path, staging / name)
+        row["int8_mb"] = round((staging / name).stat().st_size / 1e6, 2)  # kept in the report if reverted
         row["result"], row["reason"] = _check_one(sc, staging / name, n_int8, row, min_cosine=min_cosine,
                                                   min_speedup=min_speedup, repeats=repeats, progress=progress)
         if row["result"] == "int8":
@@ -314,7 +315,6 @@ def quantize_models(in_dir: str | os.PathLike, out_dir: str | os.PathLike, *, co
                                                      "min_cosine": min_cosine, **_dist_tol(sc),
                                                      "parity": row["parity"],
                                                      "speedup_1_thread": row["speedup"]})
-            row["int8_mb"] = round((staging / name).stat().st_size / 1e6, 2)
         else:
             _restore(in_dir, staging, name)
     _check_clip_pair(in_dir, staging, mc, report, retrieval, progress)
@@ -384,7 +384,6 @@ def _check_clip_pair(in_dir: Path, staging: Path, mc, report: dict, retrieval: S
     for k in changed:
         _restore(in_dir, staging, rows[k]["file"])
         rows[k].update(result="fp32", reason=why)
-        rows[k].pop("int8_mb", None)
 
 
 def _load1() -> float | None:

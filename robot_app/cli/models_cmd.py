@@ -202,7 +202,7 @@ def _quantize(args, config) -> int:
         if "fp32_ms" in r:
             facts.append(f"1 thread: fp32 {r['fp32_ms']} ms, int8 {r['int8_ms']} ms")
         if "int8_mb" in r:
-            facts.append(f"{r['fp32_mb']} -> {r['int8_mb']} MB")
+            facts.append(f"{r['fp32_mb']} MB fp32, {r['int8_mb']} MB int8")
         print(f"  {r['file']:<18} {r['result']:<7} {r['reason']}" + (f" ({'; '.join(facts)})" if facts else ""))
     for s in res["retrieval"]:
         line = f"  retrieval {s['set']}: top-1 same {s['top1_same']}/{s['phrases']}, top-3 same {s['top3_same']}/" \
@@ -292,19 +292,40 @@ def _load_problem(path: Path) -> str | None:
     return None
 
 
+def verify_bound(params: dict, *, fp16: bool) -> dict | None:
+    """The cosine bounds ``models info --verify`` holds a model to (None: the fp32 bound, |diff| < 1e-3).
+
+    An int8 file: the bounds ``models quantize`` recorded in ``params.int8``. An fp32 file run as TensorRT
+    fp16 engines: the same bounds (cosine 0.99; VNM distances within 2 % of the trained range).
+    """
+    q = params.get("int8")
+    if q or not fp16:
+        return q
+    span = float(params.get("dist_max_steps", 20.0)) - float(params.get("dist_min_steps", 0.0))
+    return {"min_cosine": 0.99, "dist_tol_steps": round(0.02 * span, 4)}
+
+
 def _verify(d: Path, config, rows) -> bool:
     """Rerun each present model's reference; returns True when a check failed."""
     from models import clip, text_embed, vnm
+    from models.onnx_common import choose_providers
     from models.sidecar import ModelError
 
     status = {r["kind"]: r for r in rows}
     failed = False
+    # TensorRT fp16 engines (Jetson) differ from the fp32 reference by more than 1e-3: hold fp32 files to the
+    # cosine bounds of an int8 file instead (models.export.quantize).
+    fp16 = config.models.tensorrt_fp16 and "TensorrtExecutionProvider" in choose_providers(config.models.providers)
+
+    def bound(kind: str) -> dict | None:
+        return verify_bound(status[kind]["params"], fp16=fp16)
+
     if status["clip-image"]["status"] == "ok" and status["clip-text"]["status"] == "ok":
         m = clip.open_clip_model(d, config=config, warm_up=False)
         r = clip.check_reference(m, d / "clip-reference.npz")
         ok = r["ids_equal"] and r["pixel_max_abs"] < 1e-4
         for tower in ("image", "text"):
-            q = status[f"clip-{tower}"]["params"].get("int8")
+            q = bound(f"clip-{tower}")
             ok &= (r[f"{tower}_cosine_min"] >= q["min_cosine"]) if q else (r[f"{tower}_max_abs"] < 1e-3)
         status["clip-image"]["parity"] = {**r, "ok": ok}
         failed |= not ok
@@ -314,8 +335,8 @@ def _verify(d: Path, config, rows) -> bool:
         except (ModelError, OSError, ValueError) as exc:
             status["vnm"]["parity"] = {"ok": False, "error": str(exc)}
             return True
-        q = status["vnm"]["params"].get("int8")
-        if q:  # int8 vs the fp32 reference: the bounds `models quantize` checked
+        q = bound("vnm")
+        if q:  # int8 (or fp16) vs the fp32 reference: the bounds `models quantize` checked
             ok = (r["waypoints_cosine_min"] >= q["min_cosine"] and r["closest_goal_same"]
                   and r["dist_max_abs"] <= q["dist_tol_steps"])
         else:

@@ -161,3 +161,13 @@ def test_retrieval_agreement_counts_and_checks_its_labels():
         retrieval_agreement(m, m, RetrievalSet("bad", rs.images, ["stop sign"], np.ones((2, 2), bool)))
     with pytest.raises(ValueError, match="at least 3 images"):
         retrieval_agreement(m, m, RetrievalSet("tiny", rs.images[:2], ["stop sign"]))
+
+
+def test_verify_holds_int8_and_tensorrt_fp16_to_the_cosine_bounds():
+    from robot_app.cli.models_cmd import verify_bound
+
+    fp32 = read_sidecar(SIM / "vnm.onnx", kind="vnm").params
+    assert verify_bound(fp32, fp16=False) is None  # fp32 on the CPU: |diff| < 1e-3
+    assert verify_bound(fp32, fp16=True) == {"min_cosine": 0.99, "dist_tol_steps": 0.4}
+    q = {"int8": {"min_cosine": 0.995, "dist_tol_steps": 0.4}}
+    assert verify_bound(q, fp16=False) == verify_bound(q, fp16=True) == q["int8"]
