@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from core.machine import load_average_1m
 from firmware_bridge import ros1
 from firmware_bridge.base import JackalBase
 from firmware_bridge.errors import BridgeError
@@ -115,7 +115,7 @@ async def drive_link_bench(robot, *, seconds: float = 5.0, separate_process: boo
     matched = sum(1 for s_, r_ in pairs if s_[1].serialize() == r_[1].serialize())
     lat_ms = [(r_[0] - s_[0]) * 1e3 for s_, r_ in pairs]
     jitter_ms = [abs(x) for x in late_ms]
-    return {"loadavg_1m": _load1(),
+    return {"loadavg_1m": load_average_1m(),
         "seconds": seconds, "simulator": "separate process" if separate_process else "same event loop",
         "commands_sent": len(pairs), "commands_matched": matched, "frames_decoded": frames,
         "nmea_lines_decoded": nmea_lines,
@@ -125,13 +125,6 @@ async def drive_link_bench(robot, *, seconds: float = 5.0, separate_process: boo
         "drive_jitter_ms_max": max(jitter_ms, default=float("nan")),
     }
 
-
-def _load1() -> float | None:
-    """The 1-minute load average (``os.getloadavg``), None where the OS has none."""
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
 
 
 @contextlib.asynccontextmanager

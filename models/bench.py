@@ -23,6 +23,7 @@ from typing import Callable
 
 import numpy as np
 
+from core.machine import load_average_1m
 from models import clip, text_embed, vnm
 from models.clip_preprocess import preprocess_images
 from models.onnx_common import CPU, choose_providers, open_session
@@ -61,7 +62,7 @@ def run(models_dir: str | os.PathLike, *, config=None, repeats: int = 20, goals:
     d = Path(models_dir)
     rng = np.random.default_rng(0)
     res: dict = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                             "onnxruntime": ort.__version__, "loadavg_1m_before": _load1()},
+                             "onnxruntime": ort.__version__, "loadavg_1m_before": load_average_1m()},
                  "providers": choose_providers(getattr(config, "providers", [CPU])),
                  "intra_op_threads": getattr(config, "intra_op_threads", 0),
                  "allow_spinning": bool(getattr(config, "allow_spinning", False)),
@@ -99,16 +100,9 @@ def run(models_dir: str | os.PathLike, *, config=None, repeats: int = 20, goals:
                                           threads=threads)
     except ModelError as exc:
         res["skipped"]["vnm"] = str(exc)
-    res["machine"]["loadavg_1m_after"] = _load1()
+    res["machine"]["loadavg_1m_after"] = load_average_1m()
     return res
 
-
-def _load1() -> float | None:
-    """The 1-minute load average (``os.getloadavg``), None where the OS has none."""
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
 
 
 #: (intra-op threads, allow_spinning) compared by :func:`compare_threads`: one thread, onnxruntime's own
@@ -134,7 +128,7 @@ def compare_threads(models_dir: str | os.PathLike, *, config=None, repeats: int 
     d = Path(models_dir)
     rng = np.random.default_rng(0)
     labels = [f"threads={t} spinning={'on' if sp else 'off'}" for t, sp in THREAD_SETTINGS]
-    out: dict = {"loadavg_1m_before": _load1(), "settings": labels, "models": {}, "skipped": {}}
+    out: dict = {"loadavg_1m_before": load_average_1m(), "settings": labels, "models": {}, "skipped": {}}
     providers = getattr(mc, "providers", [CPU])
     cases = []
     try:
@@ -168,7 +162,7 @@ def compare_threads(models_dir: str | os.PathLike, *, config=None, repeats: int 
         out["models"][name] = {lab: {"median_ms": round(float(np.median(t)), 3),
                                      "p90_ms": round(float(np.percentile(t, 90)), 3)}
                                for lab, t in zip(labels, times)}
-    out["loadavg_1m_after"] = _load1()
+    out["loadavg_1m_after"] = load_average_1m()
     return out
 
 

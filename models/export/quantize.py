@@ -44,6 +44,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from core.machine import load_average_1m
 from models.onnx_common import CPU, open_session
 from models.sidecar import ModelError, ModelMissing, Sidecar, precision, read_sidecar, sidecar_path, write_sidecar
 
@@ -287,7 +288,7 @@ def quantize_models(in_dir: str | os.PathLike, out_dir: str | os.PathLike, *, co
     in_dir, out_dir = Path(in_dir), Path(out_dir)
     staging = _prepare_out(in_dir, out_dir)
     report: dict = {"in": str(in_dir), "out": str(out_dir), "onnxruntime": ort.__version__,
-                    "loadavg_1m": _load1(), "min_cosine": min_cosine, "min_speedup": min_speedup,
+                    "loadavg_1m": load_average_1m(), "min_cosine": min_cosine, "min_speedup": min_speedup,
                     "models": {}, "retrieval": []}
     for kind in kinds:
         attr, default = QUANTIZABLE[kind]
@@ -385,12 +386,6 @@ def _check_clip_pair(in_dir: Path, staging: Path, mc, report: dict, retrieval: S
         _restore(in_dir, staging, rows[k]["file"])
         rows[k].update(result="fp32", reason=why)
 
-
-def _load1() -> float | None:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
 
 
 __all__ = ["QUANTIZABLE", "QuantizeError", "RetrievalSet", "quantize_file", "quantize_models",
