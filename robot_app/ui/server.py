@@ -196,6 +196,7 @@ def build_app(robot) -> web.Application:
             xy = xy - origin
             edges = np.stack([m.edges.src, m.edges.dst], axis=1)
             return web.json_response({"xy_m": np.round(xy, 2).tolist(), "edges": edges.tolist(),
+                                      "edge_source": [str(x) for x in m.edges.source],
                                       "path": str(m.path), "origin_utm_m": origin.tolist(),
                                       "utm_zone": [int(m.nodes.utm_zone[0]), str(m.nodes.utm_band[0])]})
 

@@ -275,3 +275,96 @@ def test_the_map_screen_says_why_there_is_no_map(tmp_path, route_setup):  # noqa
                 await page.screenshot(path=str(ARTIFACTS / "map-none-800x480.png"))
 
     asyncio.run(main_())
+
+
+def _big_map(tmp_path, cfg):
+    """A map of about 120 nodes (an L of 240 m + 120 m): too many for node ids when the whole map is in sight."""
+    import dataclasses
+
+    from robot_app.cli import main
+    from robot_app.mapping.synthetic_logs import write_synthetic_log
+    from tests.models.test_ui_route import ORIGIN
+
+    write_synthetic_log(tmp_path / "biglog", [(0, 0), (240, 0), (240, 120)], seed=3, anchor=ORIGIN)
+    conf = tmp_path / "big.toml"
+    conf.write_text(f'[paths]\nmodels_dir = "{cfg.paths.models_dir}"\n')
+    out = str(tmp_path / "big.map")
+    assert main(["--config", str(conf), "map", "build", str(tmp_path / "biglog"), "--out", out]) == 0
+    return dataclasses.replace(cfg, mission=dataclasses.replace(cfg.mission, map_file=out))
+
+
+@pytest.mark.parametrize("viewport", [{"width": 800, "height": 480}, {"width": 1280, "height": 800}])
+def test_the_map_pans_zooms_labels_nodes_and_a_tap_still_picks_the_node(tmp_path, route_setup, viewport):  # noqa: F811
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    cfg = _big_map(tmp_path, route_setup)
+    size = f"{viewport['width']}x{viewport['height']}"
+
+    async def main_():
+        async with running_app(tmp_path, cfg) as (app, _sim):
+            async with operator_page(app, viewport) as (page, errors):
+                await page.click('.tab[data-screen="map"]')
+                await page.wait_for_function("window.robotUi.nodePixel && document.getElementById('map-fit')")
+                d = await page.evaluate("fetch('/api/map').then(r => r.json())")
+                n = len(d["xy_m"])
+                assert n > 60 and set(d["edge_source"]) <= {"temporal", "vnm", "gps", "manual"}
+                assert len(d["edge_source"]) == len(d["edges"])
+                await page.wait_for_function("window.robotUi.view().k === 1")
+                # fitted on open: every node inside the canvas, too many for ids
+                box = await page.locator("#map").bounding_box()
+                pts = [await page.evaluate(f"window.robotUi.nodePixel({i})") for i in range(n)]
+                assert all(box["x"] <= x <= box["x"] + box["width"] and box["y"] <= y <= box["y"] + box["height"]
+                           for x, y in pts)
+                assert not await page.evaluate("window.robotUi.labelsShown()")
+                # the zoom buttons scale the distances between nodes by 2 each, about the canvas centre
+                def dist(a, b):
+                    return ((a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2) ** 0.5
+                far = dist(pts[0], pts[n - 1])
+                await page.click("#map-zoom-in")
+                await page.click("#map-zoom-in")
+                a, b = (await page.evaluate("window.robotUi.nodePixel(0)"),
+                        await page.evaluate(f"window.robotUi.nodePixel({n - 1})"))
+                assert dist(a, b) == pytest.approx(4 * far, rel=1e-3)
+                await page.click("#map-fit")
+                assert await page.evaluate("window.robotUi.view()") == {"k": 1, "tx": 0, "ty": 0}
+                # scrolling zooms about the pointer: the map point under it stays put (a node next to it moves
+                # away from it by the zoom factor; events carry whole pixels)
+                mid = n // 2
+                mx, my = round(pts[mid][0]), round(pts[mid][1])
+                await page.mouse.move(mx, my)
+                for _ in range(4):
+                    await page.mouse.wheel(0, -400)
+                await page.wait_for_function("window.robotUi.view().k > 8")
+                k = (await page.evaluate("window.robotUi.view()"))["k"]
+                x2, y2 = await page.evaluate(f"window.robotUi.nodePixel({mid})")
+                assert dist((x2, y2), (mx, my)) == pytest.approx(k * dist(pts[mid], (mx, my)), abs=1.0)
+                assert await page.evaluate("window.robotUi.labelsShown()")  # zoomed in: node ids written
+                # a drag pans by the finger's movement and plans nothing
+                await page.mouse.move(x2, y2)
+                await page.mouse.down()
+                await page.mouse.move(x2 - 60, y2 - 30, steps=6)
+                await page.mouse.up()
+                x3, y3 = await page.evaluate(f"window.robotUi.nodePixel({mid})")
+                assert (x3 - x2, y3 - y2) == (pytest.approx(-60, abs=1.5), pytest.approx(-30, abs=1.5))
+                assert (await page.evaluate("window.robotUi.view()"))["k"] == k
+                assert await page.inner_text("#landmarks") == ""
+                await page.screenshot(path=str(ARTIFACTS / f"map-zoomed-{size}.png"))
+                # zoomed and panned, a tap on a node still plans the walk to that node
+                await page.mouse.click(x3, y3)
+                try:
+                    await page.wait_for_function(
+                        f"document.getElementById('landmarks').textContent.includes('node {mid}')", timeout=15000)
+                except Exception:
+                    raise AssertionError(f"tap on node {mid} at ({x3}, {y3}): {await page.inner_text('#message')!r} "
+                                         f"{await page.inner_text('#landmarks')!r}") from None
+                # Fit brings the whole map back; STOP stays in sight on the map screen
+                await page.click('.tab[data-screen="map"]')
+                await page.click("#map-fit")
+                assert await page.evaluate("window.robotUi.view()") == {"k": 1, "tx": 0, "ty": 0}
+                stop = await page.locator("#stop").bounding_box()
+                assert stop["y"] + stop["height"] <= viewport["height"]
+                legend = await page.locator(".legend").bounding_box()
+                assert legend["y"] + legend["height"] <= viewport["height"]  # the legend fits under the map
+                await page.screenshot(path=str(ARTIFACTS / f"map-fit-{size}.png"))
+                assert not errors, errors
+
+    asyncio.run(main_())

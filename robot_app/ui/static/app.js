@@ -227,15 +227,37 @@ function showPlan(p) {
   drawMap();
 }
 
-// map metres -> canvas pixels (the same scale on both axes)
+// The operator's view of the map: zoom factor k and shift (tx, ty) in canvas pixels over the fitted map.
+// {k: 1, tx: 0, ty: 0} is the whole map fitted to the canvas (on open and with Fit).
+let view = { k: 1, tx: 0, ty: 0 };
+const ZOOM_MIN = 0.5, ZOOM_MAX = 400;
+const SHOW_IDS_BELOW = 60;  // node ids are written once no more than this many nodes are in sight
+const EDGE_COLOURS = { temporal: "#777777", vnm: "#0a7d8c", gps: "#e07000", manual: "#8e24aa" };
+
+// map metres -> canvas pixels (the same scale on both axes): the fit, then the operator's zoom and pan
 function projectXY() {
   const c = $("map");
   const xs = mapData.xy_m.map((p) => p[0]), ys = mapData.xy_m.map((p) => p[1]);
   const w = Math.max(...xs) || 1, h = Math.max(...ys) || 1, k = Math.min((c.width - 40) / w, (c.height - 40) / h);
   const ox = (c.width - w * k) / 2, oy = (c.height - h * k) / 2;  // the map centred on the canvas
-  const f = (x, y) => [ox + x * k, c.height - oy - y * k];
-  f.pxPerM = k;
+  const f = (x, y) => [(ox + x * k) * view.k + view.tx, (c.height - oy - y * k) * view.k + view.ty];
+  f.pxPerM = k * view.k;
   return f;
+}
+
+// zoom by `factor` keeping the canvas point (cx, cy) where it is
+function zoomAt(cx, cy, factor) {
+  const k = Math.min(Math.max(view.k * factor, ZOOM_MIN), ZOOM_MAX), f = k / view.k;
+  view = { k, tx: cx - (cx - view.tx) * f, ty: cy - (cy - view.ty) * f };
+  drawMap();
+}
+
+function fitMap() { view = { k: 1, tx: 0, ty: 0 }; drawMap(); }
+
+// client (CSS) pixels -> canvas pixels
+function canvasPoint(c, clientX, clientY) {
+  const r = c.getBoundingClientRect();
+  return [(clientX - r.left) * c.width / r.width, (clientY - r.top) * c.height / r.height];
 }
 
 // a scale bar of a round length (1, 2 or 5 x 10^n m) about 100 px long, bottom left
@@ -281,11 +303,25 @@ function drawMap() {
     ctx.fillText(mapError || "loading the map…", 16, 40);
     return;
   }
-  const P = projection();
-  ctx.strokeStyle = "#999"; ctx.lineWidth = 1;
-  mapData.edges.forEach(([a, b]) => { ctx.beginPath(); ctx.moveTo(...P(a)); ctx.lineTo(...P(b)); ctx.stroke(); });
-  ctx.fillStyle = "#555";  // the nodes
-  mapData.xy_m.forEach((_, i) => { const [x, y] = P(i); ctx.beginPath(); ctx.arc(x, y, 2.5, 0, 2 * Math.PI); ctx.fill(); });
+  const P = projection(), src = mapData.edge_source || [];
+  ctx.lineWidth = view.k > 4 ? 2 : 1;  // edges coloured by what made them (legend under the map)
+  mapData.edges.forEach(([a, b], j) => {
+    ctx.strokeStyle = EDGE_COLOURS[src[j]] || "#777777";
+    ctx.beginPath(); ctx.moveTo(...P(a)); ctx.lineTo(...P(b)); ctx.stroke();
+  });
+  const r = Math.min(2.5 * Math.sqrt(view.k), 7), inSight = [];
+  ctx.fillStyle = "#333";  // the nodes
+  mapData.xy_m.forEach((_, i) => {
+    const [x, y] = P(i);
+    if (x < -10 || y < -10 || x > c.width + 10 || y > c.height + 10) return;
+    inSight.push(i);
+    ctx.beginPath(); ctx.arc(x, y, r, 0, 2 * Math.PI); ctx.fill();
+  });
+  labelsShown = inSight.length <= SHOW_IDS_BELOW;
+  if (labelsShown) {  // zoomed in: each node's id beside it, for "drive to node N" and reports
+    ctx.font = "bold 14px system-ui, sans-serif"; ctx.lineWidth = 3; ctx.strokeStyle = "#fff"; ctx.fillStyle = "#000";
+    inSight.forEach((i) => { const [x, y] = P(i); ctx.strokeText(String(i), x + r + 2, y - r); ctx.fillText(String(i), x + r + 2, y - r); });
+  }
   drawScale(ctx, c, projectXY().pxPerM);
   const placed = [];
   if (plan) {
@@ -318,9 +354,49 @@ function drawMap() {
   }
 }
 
+// Pan with one finger (or the mouse), pinch or scroll to zoom; a tap that did not move selects a node.
+const pointers = new Map();
+let dragged = false, labelsShown = false, downAt = null;
+const TAP_SLOP_PX = 8;  // a finger that moved less than this (CSS px) tapped
+$("map").addEventListener("pointerdown", (ev) => {
+  pointers.set(ev.pointerId, [ev.clientX, ev.clientY]);
+  if (pointers.size === 1) { dragged = false; downAt = [ev.clientX, ev.clientY]; }
+  $("map").setPointerCapture(ev.pointerId);
+});
+$("map").addEventListener("pointermove", (ev) => {
+  if (!mapData || !pointers.has(ev.pointerId)) return;
+  const c = $("map"), before = [...pointers.values()];
+  const [px, py] = pointers.get(ev.pointerId);
+  pointers.set(ev.pointerId, [ev.clientX, ev.clientY]);
+  if (pointers.size === 1) {
+    if (!dragged && Math.hypot(ev.clientX - downAt[0], ev.clientY - downAt[1]) < TAP_SLOP_PX) return;
+    const [x0, y0] = canvasPoint(c, dragged ? px : downAt[0], dragged ? py : downAt[1]);
+    const [x1, y1] = canvasPoint(c, ev.clientX, ev.clientY);
+    dragged = true;
+    view = { ...view, tx: view.tx + x1 - x0, ty: view.ty + y1 - y0 };
+    drawMap();
+  } else if (pointers.size === 2) {  // pinch: zoom by the change of the two fingers' distance, about their middle
+    const after = [...pointers.values()];
+    const d0 = Math.hypot(before[0][0] - before[1][0], before[0][1] - before[1][1]);
+    const d1 = Math.hypot(after[0][0] - after[1][0], after[0][1] - after[1][1]);
+    dragged = true;
+    if (d0 > 0) zoomAt(...canvasPoint(c, (after[0][0] + after[1][0]) / 2, (after[0][1] + after[1][1]) / 2), d1 / d0);
+  }
+});
+["pointerup", "pointercancel"].forEach((t) => $("map").addEventListener(t, (ev) => pointers.delete(ev.pointerId)));
+$("map").addEventListener("wheel", (ev) => {
+  if (!mapData) return;
+  ev.preventDefault();
+  zoomAt(...canvasPoint($("map"), ev.clientX, ev.clientY), Math.exp(-ev.deltaY * 0.0015));
+}, { passive: false });
+const centre = () => [$("map").width / 2, $("map").height / 2];
+$("map-zoom-in").onclick = () => { if (mapData) zoomAt(...centre(), 2); };
+$("map-zoom-out").onclick = () => { if (mapData) zoomAt(...centre(), 0.5); };
+$("map-fit").onclick = () => { if (mapData) fitMap(); };
+
 // Tap a node on the map: plan the walk to it (works without CLIP), then confirm on the Route screen.
 $("map").onclick = async (ev) => {
-  if (!mapData) return;
+  if (!mapData || dragged) return;
   let best = -1, bestD = 1e9;
   mapData.xy_m.forEach((_, i) => {
     const [x, y] = nodePixel(i), d = Math.hypot(x - ev.clientX, y - ev.clientY);
@@ -341,7 +417,7 @@ $("map").onclick = async (ev) => {
     $("go").disabled = false;
   } catch (e) { $("message").textContent = e.message; }
 };
-window.robotUi = { nodePixel };
+window.robotUi = { nodePixel, view: () => ({ ...view }), labelsShown: () => labelsShown };
 $("pick-start").onclick = () => {
   pickingStart = !pickingStart;
   $("pick-start").classList.toggle("active", pickingStart);
