@@ -43,6 +43,22 @@ def parse_landmarks(text: str, *, config, parser: str | None = None, llm=None) -
     return landmarks, used
 
 
+#: Nodes per landmark whose cosine a plan carries (for the map's and the report's grounding colours): the
+#: best ones, so that a plan's size does not grow with the map.
+SCORED_NODES = 300
+
+
+def node_scores(cosine: np.ndarray, limit: int = SCORED_NODES) -> list:
+    """``[[node, cosine], ...]`` of the ``limit`` nodes with the highest finite cosine, best first (3 decimals).
+
+    ``cosine`` is one landmark's (N,) column of ``Grounding.cosine`` (-inf for nodes without an image).
+    """
+    c = np.asarray(cosine, dtype=np.float64)
+    idx = np.flatnonzero(np.isfinite(c))
+    idx = idx[np.argsort(-c[idx], kind="stable")[:limit]]
+    return [[int(v), round(float(c[v]), 3)] for v in idx]
+
+
 def ground_instruction(text: str, topomap, *, config, parser: str | None = None,
                        llm=None) -> tuple[list[str], np.ndarray, dict]:
     """Parse ``text`` and ground its landmarks in ``topomap`` with CLIP.
@@ -77,7 +93,8 @@ def ground_instruction(text: str, topomap, *, config, parser: str | None = None,
                          min_cosine=config.models.landmark_min_cosine, max_cosine=config.planner.max_cosine)
     info = {"parser": used, "clip_model": clip.model_id, "landmarks": [
         {"name": lm, "best_node": int(g.best_node[i]), "best_cosine": float(g.best_cosine[i]),
-         "not_in_map": bool(g.not_in_map[i]), "top_nodes": [int(v) for v in g.top_nodes[i] if v >= 0]}
+         "not_in_map": bool(g.not_in_map[i]), "top_nodes": [int(v) for v in g.top_nodes[i] if v >= 0],
+         "scores": node_scores(g.cosine[:, i])}
         for i, lm in enumerate(landmarks)]}
     for item in info["landmarks"]:
         if item["not_in_map"]:

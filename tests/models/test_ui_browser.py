@@ -365,6 +365,31 @@ def test_the_map_pans_zooms_labels_nodes_and_a_tap_still_picks_the_node(tmp_path
                 legend = await page.locator(".legend").bounding_box()
                 assert legend["y"] + legend["height"] <= viewport["height"]  # the legend fits under the map
                 await page.screenshot(path=str(ARTIFACTS / f"map-fit-{size}.png"))
+                # a plan to a tapped node has no grounding: nothing to colour by
+                assert await page.is_disabled("#map-colour")
+                # a plan from words: Colour steps through its landmarks' grounding scores over the map
+                await page.click('.tab[data-screen="route"]')
+                await page.fill("#instruction", "Go past the red house, then stop at the blue car.")
+                await page.click("#plan")
+                await page.wait_for_selector("#landmarks li >> nth=1")
+                await page.click('.tab[data-screen="map"]')
+                assert await page.is_enabled("#map-colour")
+                await page.click("#map-colour")
+                label = await page.inner_text("#map-colour")
+                assert "red house" in label, label
+                assert await page.evaluate("window.robotUi.coloured()") == min(n, 300)
+                legend_text = await page.inner_text("#map-legend-score")
+                assert "best node" in legend_text and "ringed" in legend_text
+                score = await page.locator("#map-legend-score").bounding_box()
+                assert score["y"] + score["height"] <= viewport["height"]
+                await page.screenshot(path=str(ARTIFACTS / f"map-grounding-{size}.png"))
+                await page.click("#map-colour")
+                assert "blue car" in await page.inner_text("#map-colour")
+                await page.click("#map-colour")
+                assert await page.inner_text("#map-colour") == "Colour: edges"
+                assert await page.evaluate("window.robotUi.coloured()") == 0
+                legend = await page.locator(".legend").bounding_box()
+                assert legend["y"] + legend["height"] <= viewport["height"]
                 assert not errors, errors
 
     asyncio.run(main_())

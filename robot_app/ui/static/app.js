@@ -224,6 +224,7 @@ function showPlan(p) {
   });
   $("message").textContent = `walk of ${p.nodes.length} nodes, ~${Math.round(p.length_m)} m: check, then Go`;
   $("screen-route").classList.add("planned");  // a small screen makes room for the images and Go
+  colourBy = -1;
   drawMap();
 }
 
@@ -253,6 +254,25 @@ function zoomAt(cx, cy, factor) {
 }
 
 function fitMap() { view = { k: 1, tx: 0, ty: 0 }; drawMap(); }
+
+// What the node dots show: -1 = plain (edges coloured by source), i = landmark i's grounding score (the plan
+// carries the cosine of its best nodes; the other nodes stay plain). The Colour button steps through them.
+let colourBy = -1;
+function groundedLandmarks() { return (plan && plan.grounding ? plan.grounding.landmarks : []).filter((g) => g.scores); }
+
+// low -> high score: dark blue, teal, yellow, red (readable on white in sunlight)
+function heat(t) {
+  const stops = [[30, 40, 160], [0, 150, 150], [240, 200, 0], [220, 0, 0]];
+  const x = Math.min(Math.max(t, 0), 1) * (stops.length - 1), i = Math.min(Math.floor(x), stops.length - 2), f = x - i;
+  const c = stops[i].map((v, j) => Math.round(v + (stops[i + 1][j] - v) * f));
+  return `rgb(${c[0]}, ${c[1]}, ${c[2]})`;
+}
+
+function colourLabel() {
+  const gs = groundedLandmarks();
+  if (colourBy < 0 || colourBy >= gs.length) return "Colour: edges";
+  return `Colour: ${gs[colourBy].name}`;
+}
 
 // client (CSS) pixels -> canvas pixels
 function canvasPoint(c, clientX, clientY) {
@@ -317,6 +337,25 @@ function drawMap() {
     inSight.push(i);
     ctx.beginPath(); ctx.arc(x, y, r, 0, 2 * Math.PI); ctx.fill();
   });
+  const gs = groundedLandmarks();
+  coloured = 0;
+  if (colourBy >= 0 && colourBy < gs.length) {  // the landmark's grounding over the map, best node ringed
+    const sc = gs[colourBy].scores, lo = sc[sc.length - 1][1], hi = sc[0][1];
+    for (let j = sc.length - 1; j >= 0; j--) {  // best last, on top
+      const [v, cos] = sc[j], [x, y] = P(v);
+      ctx.fillStyle = heat(hi > lo ? (cos - lo) / (hi - lo) : 1);
+      ctx.beginPath(); ctx.arc(x, y, r + 2, 0, 2 * Math.PI); ctx.fill();
+      coloured++;
+    }
+    const [bx, by] = P(gs[colourBy].best_node);
+    ctx.strokeStyle = "#000"; ctx.lineWidth = 3; ctx.beginPath(); ctx.arc(bx, by, r + 7, 0, 2 * Math.PI); ctx.stroke();
+    $("map-legend-score").textContent = `"${gs[colourBy].name}": match ${lo.toFixed(2)} blue to ${hi.toFixed(2)} red `
+      + `(best ${sc.length} nodes), best node ${gs[colourBy].best_node} ringed`;
+  } else {
+    $("map-legend-score").textContent = "";
+  }
+  $("map-colour").textContent = colourLabel();
+  $("map-colour").disabled = !gs.length;
   labelsShown = inSight.length <= SHOW_IDS_BELOW;
   if (labelsShown) {  // zoomed in: each node's id beside it, for "drive to node N" and reports
     ctx.font = "bold 14px system-ui, sans-serif"; ctx.lineWidth = 3; ctx.strokeStyle = "#fff"; ctx.fillStyle = "#000";
@@ -356,7 +395,7 @@ function drawMap() {
 
 // Pan with one finger (or the mouse), pinch or scroll to zoom; a tap that did not move selects a node.
 const pointers = new Map();
-let dragged = false, labelsShown = false, downAt = null;
+let dragged = false, labelsShown = false, downAt = null, coloured = 0;
 const TAP_SLOP_PX = 8;  // a finger that moved less than this (CSS px) tapped
 $("map").addEventListener("pointerdown", (ev) => {
   pointers.set(ev.pointerId, [ev.clientX, ev.clientY]);
@@ -393,6 +432,11 @@ const centre = () => [$("map").width / 2, $("map").height / 2];
 $("map-zoom-in").onclick = () => { if (mapData) zoomAt(...centre(), 2); };
 $("map-zoom-out").onclick = () => { if (mapData) zoomAt(...centre(), 0.5); };
 $("map-fit").onclick = () => { if (mapData) fitMap(); };
+$("map-colour").onclick = () => {
+  const n = groundedLandmarks().length;
+  colourBy = n ? (colourBy + 2) % (n + 1) - 1 : -1;  // -1, 0, 1, ..., n-1, -1, ...
+  drawMap();
+};
 
 // Tap a node on the map: plan the walk to it (works without CLIP), then confirm on the Route screen.
 $("map").onclick = async (ev) => {
@@ -417,7 +461,7 @@ $("map").onclick = async (ev) => {
     $("go").disabled = false;
   } catch (e) { $("message").textContent = e.message; }
 };
-window.robotUi = { nodePixel, view: () => ({ ...view }), labelsShown: () => labelsShown };
+window.robotUi = { nodePixel, view: () => ({ ...view }), labelsShown: () => labelsShown, coloured: () => coloured };
 $("pick-start").onclick = () => {
   pickingStart = !pickingStart;
   $("pick-start").classList.toggle("active", pickingStart);
