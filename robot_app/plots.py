@@ -136,3 +136,57 @@ def plot_map(out: str | Path, topomap, *, thumbnails: Sequence[int] = (), title:
     fig.savefig(out, bbox_inches="tight")
     plt.close(fig)
     return out
+
+
+def plot_grounding(ax, xy: np.ndarray, g: dict, row: dict, i: int) -> None:
+    """One landmark's CLIP match over the map (LM-Nav Sec. 4.3, the grounding the walk search uses): the
+    plan's best-matching nodes coloured by cosine, the chosen node starred, the nodes that truly show the
+    landmark (ground truth) circled green."""
+    ax.scatter(xy[:, 0], xy[:, 1], s=2, c="0.8", zorder=1)
+    sc = np.asarray(g["scores"], dtype=float)
+    order = np.argsort(sc[:, 1])  # best drawn last, on top
+    pts = ax.scatter(xy[sc[order, 0].astype(int), 0], xy[sc[order, 0].astype(int), 1], s=7, c=sc[order, 1],
+                     cmap="viridis", zorder=2)
+    ax.figure.colorbar(pts, ax=ax, fraction=0.05, pad=0.02).ax.tick_params(labelsize=6)
+    for v in row.get("truth_nodes") or []:
+        ax.scatter(*xy[v], s=30, facecolors="none", edgecolors="tab:green", lw=0.8, zorder=3)
+    node = row.get("node", g.get("best_node"))
+    if node is not None:
+        ax.scatter(*xy[node], marker="*", s=120, c="tab:red", edgecolors="k", zorder=4)
+    ax.set_title(f"{i + 1}. {g['name']}: CLIP match", fontsize=8)
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+#: background colour of the time plot per driver (robot_app.nav.policy.Driver)
+DRIVER_COLOURS = {"vnm": "#cfe8ff", "gps": "#ffe2b8", "turn": "#e6d5f5", "back": "#ffc9c9", "stop": "#e8e8e8"}
+
+
+def plot_timeline(ax, timeline: dict) -> None:
+    """Speed (m/s) and cross-track error to the planned walk (m) over the drive's time, on a background
+    coloured by who drove (the drive stage's ``timeline``)."""
+    dt = float(timeline["period_s"])
+    speed, xt = np.asarray(timeline["speed_mps"]), np.asarray(timeline["cross_track_m"])
+    drivers = timeline.get("drivers") or []
+    for (t, who), nxt in zip(drivers, drivers[1:] + [[None, None]]):
+        end = nxt[0] if nxt[0] is not None else t + 0.5
+        ax.axvspan(t, end, color=DRIVER_COLOURS.get(str(who).lower(), "#f4f4f4"), lw=0)
+    ax.plot(np.arange(1, len(speed) + 1) * dt, speed, color="tab:blue", lw=1.2, label="speed [m/s]")
+    ax.set_xlabel("time since the drive started [s]")
+    ax.set_ylabel("speed [m/s]", color="tab:blue")
+    ax2 = ax.twinx()
+    ax2.plot(np.arange(len(xt)) * dt, xt, color="tab:red", lw=1.0, label="cross-track error [m]")
+    ax2.set_ylabel("cross-track error [m]", color="tab:red")
+    seen = [w for w in DRIVER_COLOURS if any(str(d[1]).lower() == w for d in drivers)]
+    handles = [plt_patch(DRIVER_COLOURS[w], f"{w.upper()} drives") for w in seen]
+    if handles:
+        ax.legend(handles=handles, loc="upper right", fontsize=7, ncol=len(handles))
+    ax.set_title("the drive over time: speed, distance from the planned walk, who drove", fontsize=9)
+    ax.grid(True, lw=0.3)
+
+
+def plt_patch(colour: str, label: str):
+    from matplotlib.patches import Patch
+
+    return Patch(color=colour, label=label)

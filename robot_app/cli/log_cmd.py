@@ -1,4 +1,4 @@
-"""``robot-app log import-recon``, ``robot-app log info`` and ``robot-app log verify``: traversal logs."""
+"""``robot-app log import-recon``, ``info``, ``verify`` (traversal logs) and ``run-report`` (a route job)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,33 @@ def register(sub, groups) -> None:
     ver.add_argument("log", metavar="LOG")
     ver.add_argument("--json", action="store_true")
     ver.set_defaults(func=_verify)
+    rr = groups["log"].add_parser("run-report", help="picture and page of one route job from its run record")
+    rr.add_argument("record", metavar="RECORD", help="run record ([paths] logs_dir/runs/run-*.json)")
+    rr.add_argument("--map", default=None, metavar="MAP", help="the map the run was planned on "
+                    "(default [mission] map_file)")
+    rr.add_argument("--out", default=None, metavar="DIR", help="output folder (default: the record's)")
+    rr.add_argument("--json", action="store_true")
+    rr.set_defaults(func=_run_report)
+
+
+def _run_report(args, config) -> int:
+    from core.mapstore import MapError
+    from robot_app.jobs.run_report import RunRecordError, write_run_report
+
+    map_path = args.map or config.mission.map_file
+    if not map_path:
+        raise UsageError("give --map MAP (or set [mission] map_file): the map the run was planned on")
+    try:
+        res = write_run_report(args.record, map_path, args.out)
+    except (RunRecordError, MapError, OSError) as exc:
+        raise UsageError(str(exc)) from exc
+    if args.json:
+        print(json.dumps(res, indent=2))
+    else:
+        print(f"{res['outcome']}: {res['message']} ({res['driven_m']} m driven of {res['planned_m']} m planned, "
+              f"{res['duration_s']} s, {res['disengagements']} disengagement(s))")
+        print("wrote " + ", ".join(res["files"]))
+    return 0
 
 
 def _import(args, config) -> int:

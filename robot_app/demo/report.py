@@ -20,6 +20,7 @@ import numpy as np
 
 from robot_app.demo.stages import STAGES
 from robot_app.demo.truth import building_outline
+from robot_app.plots import plot_grounding, plot_timeline
 
 __all__ = ["summary", "write_report", "write_json", "plot_report", "render_html"]
 
@@ -103,8 +104,11 @@ def plot_report(ctx, records: dict, out: Path) -> Path:
     rows = _landmark_rows(records)
     k = max(1, len(rows))
     timeline = (records.get("drive") or {}).get("timeline")
-    fig = plt.figure(figsize=(9, 13.5 if timeline else 11), dpi=100)
-    gs = fig.add_gridspec(3 if timeline else 2, k, height_ratios=[4, 1, 1.4] if timeline else [4, 1])
+    grounding = [g for g in (records.get("plan") or {}).get("grounding") or [] if g.get("scores")]
+    heat = bool(grounding) and ctx.poses is not None
+    ratios = [4, 1] + ([1.6] if heat else []) + ([1.4] if timeline else [])
+    fig = plt.figure(figsize=(9, 7 + 2.2 * len(ratios)), dpi=100)
+    gs = fig.add_gridspec(len(ratios), k, height_ratios=ratios)
     ax = fig.add_subplot(gs[0, :])
     route = np.asarray(ctx.scenario.route, dtype=float)
     ax.plot(route[:, 0], route[:, 1], color="0.85", lw=6, zorder=0, label="explored route")
@@ -147,8 +151,8 @@ def plot_report(ctx, records: dict, out: Path) -> Path:
     if ctx.driven is not None and ctx.driven.xy:
         d = np.asarray(ctx.driven.xy)
         ax.plot(d[:, 0], d[:, 1], "-", color="tab:red", lw=1.2, zorder=5, label="driven (true pose)")
-    pts = route if ctx.poses is None else np.concatenate([route, ctx.poses[:, :2]])
-    lo, hi = pts.min(axis=0) - 25.0, pts.max(axis=0) + 25.0  # the explored area, not the whole world
+    pts = _driven_area(ctx, records, route)
+    lo, hi = pts.min(axis=0) - 20.0, pts.max(axis=0) + 20.0  # the walks and the drive, not the whole world
     centre, half = (lo + hi) / 2, (hi - lo) / 2
     half = np.maximum(half, 0.6 * half.max())  # not a sliver for a straight route
     ax.set_xlim(centre[0] - half[0], centre[0] + half[0])
@@ -168,45 +172,29 @@ def plot_report(ctx, records: dict, out: Path) -> Path:
         axi.set_title(f"{i + 1}. {r['phrase']}\nnode {r.get('node')} ({'true' if r.get('true') else 'wrong'})",
                       fontsize=8)
         axi.axis("off")
+    if heat:
+        for i, g in enumerate(grounding[:k]):
+            plot_grounding(fig.add_subplot(gs[2, i]), ctx.poses[:, :2], g, rows[i] if i < len(rows) else {}, i)
     if timeline:
-        plot_timeline(fig.add_subplot(gs[2, :]), timeline)
+        plot_timeline(fig.add_subplot(gs[len(ratios) - 1, :]), timeline)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, bbox_inches="tight")
     plt.close(fig)
     return out
 
 
-#: background colour of the time plot per driver (robot_app.nav.policy.Driver)
-DRIVER_COLOURS = {"vnm": "#cfe8ff", "gps": "#ffe2b8", "turn": "#e6d5f5", "back": "#ffc9c9", "stop": "#e8e8e8"}
-
-
-def plot_timeline(ax, timeline: dict) -> None:
-    """Speed (m/s) and cross-track error to the planned walk (m) over the drive's time, on a background
-    coloured by who drove (the drive stage's ``timeline``)."""
-    dt = float(timeline["period_s"])
-    speed, xt = np.asarray(timeline["speed_mps"]), np.asarray(timeline["cross_track_m"])
-    drivers = timeline.get("drivers") or []
-    for (t, who), nxt in zip(drivers, drivers[1:] + [[None, None]]):
-        end = nxt[0] if nxt[0] is not None else t + 0.5
-        ax.axvspan(t, end, color=DRIVER_COLOURS.get(str(who).lower(), "#f4f4f4"), lw=0)
-    ax.plot(np.arange(1, len(speed) + 1) * dt, speed, color="tab:blue", lw=1.2, label="speed [m/s]")
-    ax.set_xlabel("time since the drive started [s]")
-    ax.set_ylabel("speed [m/s]", color="tab:blue")
-    ax2 = ax.twinx()
-    ax2.plot(np.arange(len(xt)) * dt, xt, color="tab:red", lw=1.0, label="cross-track error [m]")
-    ax2.set_ylabel("cross-track error [m]", color="tab:red")
-    seen = [w for w in DRIVER_COLOURS if any(str(d[1]).lower() == w for d in drivers)]
-    handles = [plt_patch(DRIVER_COLOURS[w], f"{w.upper()} drives") for w in seen]
-    if handles:
-        ax.legend(handles=handles, loc="upper right", fontsize=7, ncol=len(handles))
-    ax.set_title("the drive over time: speed, distance from the planned walk, who drove", fontsize=9)
-    ax.grid(True, lw=0.3)
-
-
-def plt_patch(colour: str, label: str):
-    from matplotlib.patches import Patch
-
-    return Patch(color=colour, label=label)
+def _driven_area(ctx, records: dict, route: np.ndarray) -> np.ndarray:
+    """The points the map view must show: the planned, intended and direct walks and the drive (the
+    explored route when there is none of them)."""
+    parts = []
+    if ctx.poses is not None:
+        plan = records.get("plan") or {}
+        for nodes in (ctx.plan_nodes, plan.get("intended_nodes"), plan.get("direct_nodes")):
+            if nodes:
+                parts.append(ctx.poses[np.asarray(nodes, dtype=int), :2])
+    if ctx.driven is not None and ctx.driven.xy:
+        parts.append(np.asarray(ctx.driven.xy, dtype=float))
+    return np.concatenate(parts) if parts else route
 
 
 #: what each metric of the page means (LM-Nav, Shah et al. 2022, Sec. 5; LASP, Chen et al. 2024, Sec. V)

@@ -294,3 +294,26 @@ def test_quick_demo_succeeds_end_to_end(tmp_path, capsys):
     from robot_app.config import load_config
 
     assert Path(load_config(out / "config.toml").paths.models_dir) == SHIPPED.resolve()
+
+
+def test_report_map_shows_the_driven_area_and_each_landmarks_grounding(tmp_path):
+    from PIL import Image
+
+    from robot_app.demo.report import _driven_area, plot_report
+
+    ctx, records = _fake_ctx(tmp_path)
+    route = np.asarray(ctx.scenario.route, dtype=float)
+    pts = _driven_area(ctx, records, route)
+    # the planned and intended walks and the drive, not the whole explored route
+    want = np.concatenate([ctx.poses[:12, :2], ctx.poses[:11, :2], np.asarray(ctx.driven.xy)])
+    assert np.array_equal(pts, want)
+    assert np.ptp(pts, axis=0).max() < np.ptp(route, axis=0).max()
+    plain = plot_report(ctx, records, tmp_path / "plain.png")
+    records["plan"]["grounding"] = [{"name": "a fire hydrant", "best_node": 10,
+                                     "scores": [[10, 0.31], [9, 0.3], [3, 0.1]]}]
+    heat = plot_report(ctx, records, tmp_path / "heat.png")
+    with Image.open(plain) as a, Image.open(heat) as b:
+        assert b.size[1] > a.size[1] + 100  # a row of grounding maps under the landmark images
+    ctx.plan_nodes, ctx.driven = [], None
+    records["plan"].pop("intended_nodes")
+    assert np.array_equal(_driven_area(ctx, records, route), route)  # nothing driven: the explored route

@@ -97,15 +97,3 @@ def test_a_map_without_content_hashes_is_checked_on_every_open(tmp_path, graph_c
     mission._plan_blocking(None, 0, goal=5)
     mission._plan_blocking(None, 0, goal=5)
     assert len(graph_checks) == 2  # nothing verifies its rows between opens: no identity to keep it by
-
-
-def test_a_plan_carries_the_best_nodes_scores_per_landmark_bounded_in_size():
-    import numpy as np
-
-    from robot_app.route.grounding_service import node_scores
-
-    c = np.array([0.1, -np.inf, 0.30049, 0.2, np.nan, 0.3])
-    assert node_scores(c) == [[2, 0.3], [5, 0.3], [3, 0.2], [0, 0.1]]  # best first, ties in node order
-    assert node_scores(c, limit=2) == [[2, 0.3], [5, 0.3]]
-    assert node_scores(np.full(4, -np.inf)) == []  # no node has an image
-    assert len(node_scores(np.linspace(0, 1, 5000))) == 300
