@@ -277,8 +277,6 @@ def quantize_models(in_dir: str | os.PathLike, out_dir: str | os.PathLike, *, co
     ValueError
         An unknown kind, ``min_cosine`` outside (0, 1] or ``min_speedup`` / ``repeats`` below 0 / 1.
     """
-    import onnxruntime as ort
-
     bad = [k for k in kinds if k not in QUANTIZABLE]
     if bad:
         raise ValueError(f"unknown model kind(s) {', '.join(bad)} (quantizable: {', '.join(QUANTIZABLE)})")
@@ -287,6 +285,22 @@ def quantize_models(in_dir: str | os.PathLike, out_dir: str | os.PathLike, *, co
     mc = getattr(config, "models", config)
     in_dir, out_dir = Path(in_dir), Path(out_dir)
     staging = _prepare_out(in_dir, out_dir)
+    try:
+        report = _quantize_into(staging, in_dir, out_dir, mc, kinds, retrieval, min_cosine=min_cosine,
+                                min_speedup=min_speedup, repeats=repeats, progress=progress)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # a failed run leaves no half folder
+        raise
+    if out_dir.exists():
+        out_dir.rmdir()  # empty (checked above)
+    os.replace(staging, out_dir)
+    return report
+
+
+def _quantize_into(staging: Path, in_dir: Path, out_dir: Path, mc, kinds, retrieval, *, min_cosine: float,
+                   min_speedup: float, repeats: int, progress) -> dict:
+    import onnxruntime as ort
+
     report: dict = {"in": str(in_dir), "out": str(out_dir), "onnxruntime": ort.__version__,
                     "loadavg_1m": load_average_1m(), "min_cosine": min_cosine, "min_speedup": min_speedup,
                     "models": {}, "retrieval": []}
@@ -320,9 +334,6 @@ def quantize_models(in_dir: str | os.PathLike, out_dir: str | os.PathLike, *, co
             _restore(in_dir, staging, name)
     _check_clip_pair(in_dir, staging, mc, report, retrieval, progress)
     (staging / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    if out_dir.exists():
-        out_dir.rmdir()  # empty (checked above)
-    os.replace(staging, out_dir)
     return report
 
 
