@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.models.test_ui_route import route_setup, running_app  # noqa: F401 - the shared fixture
+from tests.robot_app.test_task_jobs import task_app_config  # noqa: F401 - the shared fixture
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
@@ -390,6 +391,47 @@ def test_the_map_pans_zooms_labels_nodes_and_a_tap_still_picks_the_node(tmp_path
                 assert await page.evaluate("window.robotUi.coloured()") == 0
                 legend = await page.locator(".legend").bounding_box()
                 assert legend["y"] + legend["height"] <= viewport["height"]
+                assert not errors, errors
+
+    asyncio.run(main_())
+
+
+def test_a_task_job_runs_from_the_task_screen_with_its_question_and_plan(tmp_path, task_app_config):  # noqa: F811
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+
+    async def task_state(page):
+        return await page.evaluate("fetch('/api/status').then(r => r.json()).then(s => s.task.state)")
+
+    async def main_():
+        async with running_app(tmp_path, task_app_config) as (app, _sim):
+            async with operator_page(app, {"width": 800, "height": 480}) as (page, errors):
+                await page.wait_for_function("document.getElementById('st-gps').textContent.startsWith('GPS')")
+                await page.click('.tab[data-screen="task"]')
+                await page.fill("#task-goal", "(carrying jackal parcel-1")
+                await page.click("#task-run")
+                await page.wait_for_function("document.getElementById('task-message').textContent.length > 0")
+                assert "goal" in (await page.inner_text("#task-message")).lower()  # named as the goal
+                await page.fill("#task-goal", "(carrying jackal parcel-1)")
+                await page.click("#task-run")
+                # the robot asks in words, shows the plan with the step being done, STOP in sight
+                await page.wait_for_selector("#task-question:not([hidden])", timeout=30000)
+                q = await page.inner_text("#task-question-text")
+                assert q.startswith("Please load parcel 1 onto jackal at "), q
+                current = await page.inner_text("#task-plan li.current")
+                assert current.startswith("(load"), current
+                assert "doing: load parcel 1" in await page.inner_text("#task-message")
+                assert await page.inner_text("#st-mode") == "task: your turn"  # not "idle" while it waits
+                stop = await page.locator("#stop").bounding_box()
+                assert stop["y"] + stop["height"] <= 480
+                await page.screenshot(path=str(ARTIFACTS / "task-question-800x480.png"))
+                await page.click("#task-done")
+                for _ in range(300):
+                    if await task_state(page) != "running":
+                        break
+                    await asyncio.sleep(0.1)
+                assert await task_state(page) == "succeeded"
+                await page.wait_for_selector("#task-question", state="hidden")
+                await page.screenshot(path=str(ARTIFACTS / "task-done-800x480.png"))
                 assert not errors, errors
 
     asyncio.run(main_())

@@ -146,6 +146,9 @@ function showStatus(s) {
   pill($("st-mode"), s.mission.state + (s.mission.state === "running" && driver ? ` (${driver.toUpperCase()})` : ""),
        s.mission.state === "running" ? "ok" : "");
   $("st-mode").dataset.state = s.mission.state;
+  if (s.task && s.task.state === "running" && s.mission.state !== "running") {  // a task between its drives
+    pill($("st-mode"), s.task.question ? "task: your turn" : "task running", s.task.question ? "warn" : "ok");
+  }
   if (s.mission.message) $("message").textContent = s.mission.message;
   if (s.safety) { pill($("st-mode"), "SAFETY: " + s.safety.kind, "bad"); $("message").textContent = s.safety.message; }
   $("go").disabled = !(plan && s.mission.state === "confirm");
