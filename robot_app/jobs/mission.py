@@ -367,7 +367,7 @@ class MissionExecutive:
 
     @staticmethod
     def _headings(m, walk):
-        """The map's node headings along ``walk``, or None for a map built before they came from the
+        """The map's node headings along ``walk``, or None for a map whose headings do not come from the
         smoothed GPS track (robot_app.mapping.map_build.HEADINGS_METHOD): those are too noisy to tell which
         stretches run against the recorded direction, so the VNM then drives the whole walk."""
         if (m.metadata.get("build") or {}).get("node_headings") != HEADINGS_METHOD:

@@ -98,7 +98,7 @@ def model_clip_crops(models_dir) -> int | None:
 def tuned_planner(models_dir) -> dict | None:
     """The planner settings that ``robot-app eval sim-tune --write`` chose for the models in ``models_dir``
     (:data:`TUNING_FILE`): ``{"alpha": float, "max_cosine": float}`` (alpha per VNM time step; the
-    grounding's cosine cap, 1 = off, also for files written before the cap was tuned), or None when
+    grounding's cosine cap, 1 = off, also for a file that records no cap), or None when
     there is none, it is unreadable, a value is out of range, or it was chosen for other model files
     (the CLIP image encoder's or the VNM's sha256 differ; a warning says which).
     """

@@ -20,9 +20,9 @@ term is averaged over the seen pairs, the unseen and far terms over the pairs th
 (the HARD negatives: most unseen pairs sit under the margin after the first epochs, and averaging over
 all of them diluted the few that score high, such as stop-sign views for "a red building"; the same
 idea as mining the hardest negatives of a batch, Schroff et al. 2015, Faghri et al. 2018); the unseen
-term weighs :data:`NEG_WEIGHT` (2) against the others, see there. An earlier
-version trained "as high as possible" (a sigmoid loss plus a softmax contrastive term): its cosine for
-one object depended on the view so much that a far instance seen well outscored the near one by many
+term weighs :data:`NEG_WEIGHT` (2) against the others, see there. Training "as high as possible"
+instead (a sigmoid loss plus a softmax contrastive term) made the cosine for
+one object depend on the view so much that a far instance seen well outscored the near one by many
 nats on the map.
 
 Quality (LM-Nav, Shah et al. 2022, Table 3, "landmark retrieval"): for each landmark phrase and each
@@ -90,7 +90,7 @@ FAR_COSINE = 0.3
 #: Weight of the unseen (hard-negative) term against the seen and FAR terms. With the FAR term and
 #: weight 1, the model leaned on apparent size and scored a traffic cone's views for "a fire hydrant"
 #: about as high as a far hydrant's (0.28-0.34 at the 90th percentile of the development maps' cone
-#: views, both seeds; 0.15-0.18 before the FAR labels); with 2, 0.22-0.23 (seed 1: 0.29 and 0.22), and
+#: views, both seeds; 0.15-0.18 without the FAR labels); with 2, 0.22-0.23 (seed 1: 0.29 and 0.22), and
 #: the same or better development-set planning success (docs/experiments.md).
 NEG_WEIGHT = 2.0
 
@@ -304,9 +304,9 @@ def _calibrate_scale(pos_sets) -> float:
 
     The target is uniform because the planner needs every view of a landmark alike: which instance (and
     which view of it) a walk should use is for the walk's length to decide (LM-Nav Sec. 4), not for how
-    well one view happens to show it. Maximising the softmax mass on the set of views instead (the
-    earlier objective) lets one view take all the mass and gave a sharper scale (about 39 against 23
-    for the shipped model) that made far instances outscore near ones by many nats on the map.
+    well one view happens to show it. Maximising the softmax mass on the set of views instead
+    lets one view take all the mass and gives a sharper scale (about 39 against 23
+    for the shipped model) that makes far instances outscore near ones by many nats on the map.
     """
     grid = np.exp(np.linspace(np.log(2.0), np.log(200.0), 60))
     best, best_ll = float(grid[0]), -np.inf

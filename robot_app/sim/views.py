@@ -474,7 +474,7 @@ def render_views(world: World, poses: np.ndarray, *, image_size: int, seed: int 
     if crops < 1 or (crop_weights is not None and len(crop_weights) != crops):
         raise ValueError(f"crops: expected >= 1 with one weight each, got {crops} and weights {crop_weights}")
     # the crop of each view (centre_crops' k-th of ``crops``); drawn only when there is a choice, so that
-    # one crop keeps the draws of the frame sizes above (and the views) as they were
+    # with one crop the draws of the frame sizes above (and the views) are those of a sampler without crops
     crop = rng.choice(crops, size=len(poses), p=crop_weights) if crops > 1 else np.zeros(len(poses), np.int64)
     n = len(poses)
     images = np.empty((n, image_size, image_size, 3), dtype=np.uint8)
