@@ -23,7 +23,7 @@ import numpy as np
 
 from core.lasp.environment import SimulatedEnvironment
 from core.lasp.model import GroundAction, State, Task, describe_name
-from core.lasp.sexpr import build_fnode, parse_sexpr
+from core.lasp.sexpr import build_fnode, fnode_text, parse_sexpr, to_text
 from core.lasp.similarity import Similarity, check_similarity_output, lexical_similarity
 
 log = logging.getLogger(__name__)
@@ -196,18 +196,39 @@ def _atom_words(prop: _Prop, objs: tuple, types: list | None = None) -> str:
     return text + (f" ({' '.join(rest)})" if rest else "")
 
 
+def ruled_out_by_definition(task: Task, action_name: str) -> set:
+    """Candidate texts the action's own definition contradicts (LASP's candidates must be consistent with
+    the domain the robot has): the negation of one of its precondition conjuncts, a literal it makes true
+    unconditionally (requiring what the action achieves) and the negation of one it makes false (it
+    removes what it expects to hold)."""
+    out = set()
+    for pre in task.precondition_texts(action_name):
+        e = parse_sexpr(pre)
+        if isinstance(e, list) and e and e[0] == "not" and len(e) == 2:
+            out.add(to_text(e[1]))
+        else:
+            out.add(f"(not {pre})")
+    for eff in task.action(action_name).effects:
+        if eff.is_conditional() or not eff.value.is_bool_constant():
+            continue
+        atom = fnode_text(eff.fluent)
+        out.add(atom if eff.value.bool_constant_value() else f"(not {atom})")
+    return out
+
+
 def enumerate_preconditions(ctx: DiagnosisContext, *, max_arity: int = 3) -> list:
-    """All candidate preconditions that are false where the action failed (unscored).
+    """All candidate preconditions that are false where the action failed and that the action's own
+    definition does not contradict (:func:`ruled_out_by_definition`), unscored.
 
     Returns
     -------
-    list of (Candidate, checker) where ``checker(state, binding)`` evaluates the candidate on
-    known fluents only (None when it needs environment-only properties).
+    list of Candidate (``kind`` "precondition", over the action's parameters; ``new_properties`` names
+    the environment-only properties a candidate needs).
     """
     task, step = ctx.task, ctx.failure.step
     binding = task.binding(step.name, step.args)
     params = tuple(binding)  # parameter names in order
-    existing = set(task.precondition_texts(step.name))
+    existing = set(task.precondition_texts(step.name)) | ruled_out_by_definition(task, step.name)
     props = [p for p in _properties(task, ctx.sensing) if len(p.param_types) <= max_arity]
     tw = {o: _type_words(task, ctx.sensing, o) for o in binding.values()}
     words_of = lambda prop, objs: _atom_words(prop, objs, [tw[o] for o in objs])  # noqa: E731
