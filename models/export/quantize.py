@@ -59,6 +59,8 @@ INT8_LABEL = "int8 dynamic (onnxruntime)"  # the same words as the sim exporter'
 #: VNM parity: largest |int8 - fp32| temporal distance, as a fraction of the trained range (2 % = 0.4 steps
 #: of GNM's 0-20).
 VNM_DIST_TOL = 0.02
+#: Parity: least cosine of an int8 embedding (or waypoint vector) with its fp32 one.
+DEFAULT_MIN_COSINE = 0.99
 REPORT_FILE = "quantize-report.json"
 
 
@@ -246,7 +248,7 @@ def _write_int8_sidecar(dst: Path, sc: Sidecar, details: dict) -> None:
 
 def quantize_models(in_dir: str | os.PathLike, out_dir: str | os.PathLike, *, config=None,
                     kinds: Sequence[str] = tuple(QUANTIZABLE), retrieval: Sequence[RetrievalSet] = (),
-                    min_cosine: float = 0.99, min_speedup: float = 1.1, repeats: int = 30,
+                    min_cosine: float = DEFAULT_MIN_COSINE, min_speedup: float = 1.1, repeats: int = 30,
                     progress: Callable[[str], None] = lambda m: None) -> dict:
     """Write ``out_dir``: ``in_dir`` with int8 CLIP towers / VNM where the checks in the module docstring pass.
 
@@ -396,7 +398,6 @@ def _check_clip_pair(in_dir: Path, staging: Path, mc, report: dict, retrieval: S
     for k in changed:
         _restore(in_dir, staging, rows[k]["file"])
         rows[k].update(result="fp32", reason=why)
-
 
 
 __all__ = ["QUANTIZABLE", "QuantizeError", "RetrievalSet", "quantize_file", "quantize_models",

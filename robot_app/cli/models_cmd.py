@@ -298,11 +298,13 @@ def verify_bound(params: dict, *, fp16: bool) -> dict | None:
     An int8 file: the bounds ``models quantize`` recorded in ``params.int8``. An fp32 file run as TensorRT
     fp16 engines: the same bounds (cosine 0.99; VNM distances within 2 % of the trained range).
     """
+    from models.export.quantize import DEFAULT_MIN_COSINE, VNM_DIST_TOL
+
     q = params.get("int8")
     if q or not fp16:
         return q
     span = float(params.get("dist_max_steps", 20.0)) - float(params.get("dist_min_steps", 0.0))
-    return {"min_cosine": 0.99, "dist_tol_steps": round(0.02 * span, 4)}
+    return {"min_cosine": DEFAULT_MIN_COSINE, "dist_tol_steps": round(VNM_DIST_TOL * span, 4)}
 
 
 def _verify(d: Path, config, rows) -> bool:

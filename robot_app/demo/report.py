@@ -104,7 +104,8 @@ def plot_report(ctx, records: dict, out: Path) -> Path:
     rows = _landmark_rows(records)
     k = max(1, len(rows))
     timeline = (records.get("drive") or {}).get("timeline")
-    grounding = [g for g in (records.get("plan") or {}).get("grounding") or [] if g.get("scores")]
+    # (landmark index, grounding) of the landmarks whose grounding carries node scores, in instruction order
+    grounding = [(i, g) for i, g in enumerate((records.get("plan") or {}).get("grounding") or []) if g.get("scores")]
     heat = bool(grounding) and ctx.poses is not None
     ratios = [4, 1] + ([1.6] if heat else []) + ([1.4] if timeline else [])
     fig = plt.figure(figsize=(9, 7 + 2.2 * len(ratios)), dpi=100)
@@ -173,8 +174,8 @@ def plot_report(ctx, records: dict, out: Path) -> Path:
                       fontsize=8)
         axi.axis("off")
     if heat:
-        for i, g in enumerate(grounding[:k]):
-            plot_grounding(fig.add_subplot(gs[2, i]), ctx.poses[:, :2], g, rows[i] if i < len(rows) else {}, i)
+        for col, (i, g) in enumerate(grounding[:k]):
+            plot_grounding(fig.add_subplot(gs[2, col]), ctx.poses[:, :2], g, rows[i] if i < len(rows) else {}, i)
     if timeline:
         plot_timeline(fig.add_subplot(gs[len(ratios) - 1, :]), timeline)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -312,11 +312,12 @@ function projection() {
   return (i) => f(mapData.xy_m[i][0], mapData.xy_m[i][1]);
 }
 
-// CSS pixel position of node i on the map canvas (for taps and tests)
-function nodePixel(i) {
-  const c = $("map"), r = c.getBoundingClientRect(), [x, y] = projection()(i);
-  return [r.left + x * r.width / c.width, r.top + y * r.height / c.height];
+// CSS pixel position of the map's nodes on the canvas (for taps and tests): one projection for all of them
+function nodePixels() {
+  const c = $("map"), r = c.getBoundingClientRect(), P = projection();
+  return (i) => { const [x, y] = P(i); return [r.left + x * r.width / c.width, r.top + y * r.height / c.height]; };
 }
+function nodePixel(i) { return nodePixels()(i); }
 
 function drawMap() {
   const c = $("map"), ctx = c.getContext("2d");
@@ -445,8 +446,9 @@ $("map-colour").onclick = () => {
 $("map").onclick = async (ev) => {
   if (!mapData || dragged) return;
   let best = -1, bestD = 1e9;
+  const px = nodePixels();
   mapData.xy_m.forEach((_, i) => {
-    const [x, y] = nodePixel(i), d = Math.hypot(x - ev.clientX, y - ev.clientY);
+    const [x, y] = px(i), d = Math.hypot(x - ev.clientX, y - ev.clientY);
     if (d < bestD) { best = i; bestD = d; }
   });
   if (best < 0 || bestD > 40) return;
