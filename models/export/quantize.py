@@ -1,4 +1,5 @@
-"""int8 models for the robot's CPU (``robot-app models quantize IN OUT``): the CLIP towers and the VNM.
+"""int8 models for the robot's CPU (``robot-app models quantize IN OUT``): the CLIP towers, the VNM and the
+sentence embedding of the LASP diagnoser (``text-embed``).
 
 Method: onnxruntime's dynamic quantisation (``onnxruntime.quantization.quantize_dynamic``; onnxruntime
 docs, "Quantize ONNX models": dynamic vs static). The weights of MatMul and Gemm nodes become signed
@@ -10,13 +11,13 @@ Each model file is quantised on its own and the int8 file is kept only when all 
 the output folder gets the fp32 file and the report says which check failed:
 
 1. something was quantised (at least one int8 weight in the graph);
-2. parity with fp32 on the exporter's reference inputs (the sidecar's ``reference`` npz): CLIP, the cosine
-   of every int8 embedding with its fp32 embedding >= ``min_cosine`` (0.99); VNM, the cosine of every
-   goal's waypoint vector (T x 4) >= ``min_cosine``, the same closest goal (smallest temporal distance)
-   and every temporal distance within :data:`VNM_DIST_TOL` of the trained range;
+2. parity with fp32 on the exporter's reference inputs (the sidecar's ``reference`` npz): CLIP and the
+   sentence embedding, the cosine of every int8 embedding with its fp32 embedding >= ``min_cosine`` (0.99);
+   VNM, the cosine of every goal's waypoint vector (T x 4) >= ``min_cosine``, the same closest goal
+   (smallest temporal distance) and every temporal distance within :data:`VNM_DIST_TOL` of the trained range;
 3. it pays: median latency with one intra-op thread, fp32 and int8 run interleaved (same background
-   load), CLIP at batch 1 and the VNM as one control step against the reference's goals, int8 at least
-   ``min_speedup`` (1.1) times faster;
+   load), CLIP and the sentence embedding at batch 1 and the VNM as one control step against the
+   reference's goals, int8 at least ``min_speedup`` (1.1) times faster;
 4. CLIP, for the pair that passed 1-3: the same retrieval as the fp32 pair on each labelled set
    (:class:`RetrievalSet`: the reference images and texts, and any the caller adds, e.g. simulated
    renders): for every phrase, the same top-1 image and the same set of top-3 images. If not, both towers
@@ -53,8 +54,14 @@ log = logging.getLogger(__name__)
 #: kind -> ([models] attribute naming the file, default file name)
 QUANTIZABLE = {"clip-image": ("clip_image_file", "clip-image.onnx"),
                "clip-text": ("clip_text_file", "clip-text.onnx"),
-               "vnm": ("vnm_file", "vnm.onnx")}
+               "vnm": ("vnm_file", "vnm.onnx"),
+               "text-embed": ("text_embed_file", "text-embed.onnx")}
 QUANT_OPS = ("MatMul", "Gemm")
+#: (ops, weight type) per kind where they differ from (QUANT_OPS, int8): the sentence embedding's
+#: token-embedding table (a Gather, 30522 x 384, half of the file) too, which takes all-MiniLM-L6-v2 from
+#: 90 to 23 MB; with unsigned weights, because signed ones miss the 0.99 cosine there (0.989 vs 0.992 on the
+#: reference texts, onnxruntime 1.32).
+KIND_OPS = {"text-embed": (("MatMul", "Gemm", "Gather"), "uint8")}
 INT8_LABEL = "int8 dynamic (onnxruntime)"  # the same words as the sim exporter's int8 text tower
 #: VNM parity: largest |int8 - fp32| temporal distance, as a fraction of the trained range (2 % = 0.4 steps
 #: of GNM's 0-20).
@@ -95,10 +102,12 @@ class _DropMessage(logging.Filter):
         return self.text not in record.getMessage()
 
 
-def quantize_file(src: str | os.PathLike, dst: str | os.PathLike) -> int:
-    """Dynamic int8 quantisation of ``src`` into ``dst`` (MatMul/Gemm weights, per channel, signed).
+def quantize_file(src: str | os.PathLike, dst: str | os.PathLike, ops: Sequence[str] = QUANT_OPS,
+                  weight_type: str = "int8") -> int:
+    """Dynamic 8-bit quantisation of ``src`` into ``dst``: the weights of ``ops`` nodes, per channel,
+    ``weight_type`` "int8" (signed) or "uint8".
 
-    Returns the number of int8 weight tensors in ``dst`` (0: nothing was quantised).
+    Returns the number of 8-bit weight tensors in ``dst`` (0: nothing was quantised).
     """
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -109,12 +118,14 @@ def quantize_file(src: str | os.PathLike, dst: str | os.PathLike) -> int:
     hint = _DropMessage("pre-processing before quantization")
     root.addFilter(hint)
     try:
-        quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True,
-                         op_types_to_quantize=list(QUANT_OPS))
+        wt = {"int8": QuantType.QInt8, "uint8": QuantType.QUInt8}[weight_type]
+        quantize_dynamic(str(src), str(dst), weight_type=wt, per_channel=True,
+                         op_types_to_quantize=list(ops))
     finally:
         root.removeFilter(hint)
     m = onnx.load(str(dst), load_external_data=False)
-    return sum(1 for t in m.graph.initializer if t.data_type == onnx.TensorProto.INT8)
+    eight_bit = (onnx.TensorProto.INT8, onnx.TensorProto.UINT8)
+    return sum(1 for t in m.graph.initializer if t.data_type in eight_bit and len(t.dims) >= 2)
 
 
 def _cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -139,7 +150,8 @@ def _interleaved_ms(fns: Sequence[Callable[[], object]], repeats: int) -> list[f
 def _reference_feeds(sc: Sidecar) -> tuple[dict, dict]:
     """(full reference feed, batch-1 / one-step feed) of a model, from its sidecar's reference npz."""
     ref_name = sc.params.get("reference") or {"clip-image": "clip-reference.npz", "clip-text": "clip-reference.npz",
-                                              "vnm": "vnm-reference.npz"}[sc.kind]
+                                              "vnm": "vnm-reference.npz",
+                                              "text-embed": "text-embed-reference.npz"}[sc.kind]
     path = sc.path.parent / ref_name
     if not path.is_file():
         raise ModelMissing(f"{path}: the reference inputs of {sc.file} are missing (the exporter writes them)")
@@ -151,6 +163,9 @@ def _reference_feeds(sc: Sidecar) -> tuple[dict, dict]:
         if sc.kind == "clip-text":
             full = {names[0]: ref["input_ids"]}
             return full, {names[0]: ref["input_ids"][:1]}
+        if sc.kind == "text-embed":
+            full = {n: ref[n] for n in names}
+            return full, {n: ref[n][:1] for n in names}
         full = {names[0]: ref["obs"], names[1]: ref["goal"]}
         return full, full
 
@@ -321,13 +336,14 @@ def _quantize_into(staging: Path, in_dir: Path, out_dir: Path, mc, kinds, retrie
             row.update(result="int8", reason="already int8 in the input (copied)")
             continue
         progress(f"{name}: quantising")
-        n_int8 = quantize_file(sc.model_path, staging / name)
+        ops, wtype = KIND_OPS.get(kind, (QUANT_OPS, "int8"))
+        n_int8 = quantize_file(sc.model_path, staging / name, ops, wtype)
         row["int8_mb"] = round((staging / name).stat().st_size / 1e6, 2)  # kept in the report if reverted
         row["result"], row["reason"] = _check_one(sc, staging / name, n_int8, row, min_cosine=min_cosine,
                                                   min_speedup=min_speedup, repeats=repeats, progress=progress)
         if row["result"] == "int8":
-            _write_int8_sidecar(staging / name, sc, {"source_sha256": sc.sha256, "ops": list(QUANT_OPS),
-                                                     "weight_type": "int8", "activation_type": "uint8",
+            _write_int8_sidecar(staging / name, sc, {"source_sha256": sc.sha256, "ops": list(ops),
+                                                     "weight_type": wtype, "activation_type": "uint8",
                                                      "per_channel": True, "onnxruntime": ort.__version__,
                                                      "min_cosine": min_cosine, **_dist_tol(sc),
                                                      "parity": row["parity"],
@@ -352,7 +368,7 @@ def _check_one(sc: Sidecar, q_path: Path, n_int8: int, row: dict, *, min_cosine:
                repeats: int, progress) -> tuple[str, str]:
     """Checks 1-3 of the module docstring for one file; fills ``row``, returns (result, reason)."""
     if n_int8 == 0:
-        return "fp32", f"no {'/'.join(QUANT_OPS)} weight to quantise"
+        return "fp32", f"no {'/'.join(KIND_OPS.get(sc.kind, (QUANT_OPS,))[0])} weight to quantise"
     full, one = _reference_feeds(sc)
     fp = open_session(sc.model_path, providers=(CPU,), intra_op_threads=1)
     q = open_session(q_path, providers=(CPU,), intra_op_threads=1)

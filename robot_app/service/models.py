@@ -39,12 +39,23 @@ def model_inventory(config) -> dict[str, str]:
     out = {}
     for name, names in files.items():
         missing = [f for f in names if not (d / f).is_file()]
+        if missing and name == "text-embed" and _bundled_text_embed() is not None:
+            out[name] = "bundled (the package's int8 all-MiniLM-L6-v2)"
+            continue
         if missing:
             out[name] = f"missing ({', '.join(missing)}): {fallback[name]}"
             continue
         problem = next((p for p in (_model_file_problem(d / f) for f in names) if p), None)
         out[name] = "installed" if problem is None else f"unusable ({problem}): {fallback[name]}"
     return out
+
+
+def _bundled_text_embed() -> Path | None:
+    """The package's copy of the sentence embedding when it is there and its sidecar reads (else None)."""
+    from models.text_embed import BUNDLED_DIR, DEFAULT_FILE
+
+    path = BUNDLED_DIR / DEFAULT_FILE
+    return path if _model_file_problem(path) is None and path.is_file() else None
 
 
 class ModelPolicyError(RuntimeError):
