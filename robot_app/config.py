@@ -160,8 +160,8 @@ class LaspConfig:
                           doc="auto: the LLM when llm.gguf is installed, else the offline diagnoser")
     similarity: str = _opt("hybrid", choices=("hybrid", "embedding", "lexical"),
                            doc="offline diagnoser's text similarity: MiniLM embedding averaged with "
-                               "lexical overlap, embedding alone, or lexical alone (used anyway when "
-                               "text-embed.onnx is missing)")
+                               "lexical overlap, embedding alone, or lexical alone (used anyway when neither "
+                               "the models directory's text-embed.onnx nor the copy shipped with the package opens)")
     max_depth: int = _opt(6, min=1, max=50, doc="recursion depth of refine_and_replan (Algorithm 1)")
     max_failures_per_error: int = _opt(2, min=1, max=20,
                                        doc="failed executions allowed per distinct error, the first included")

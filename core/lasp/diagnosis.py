@@ -216,6 +216,21 @@ def ruled_out_by_definition(task: Task, action_name: str) -> set:
     return out
 
 
+def _first_clause(text: str) -> str:
+    """The part of a description before its first comma or semicolon ("how heavy the plate is, its weight
+    in kilograms" -> "how heavy the plate is"): the domain comments put what a quantity is first and its
+    unit after."""
+    import re
+
+    return re.split(r"[,;]", text, maxsplit=1)[0].strip()
+
+
+def _comparison_words(f: str, g: str, v1: float, v2: float) -> str:
+    """A violated ``(<= f g)`` in words, as the failure shows it: ``f`` exceeds ``g``, with the values (short
+    clauses read closer to an observation in a sentence embedding than the whole descriptions do)."""
+    return f"{_first_clause(f)} exceeds {_first_clause(g)} ({v1:g} > {v2:g})"
+
+
 def enumerate_preconditions(ctx: DiagnosisContext, *, max_arity: int = 3) -> list:
     """All candidate preconditions that are false where the action failed and that the action's own
     definition does not contradict (:func:`ruled_out_by_definition`), unscored.
@@ -257,8 +272,7 @@ def enumerate_preconditions(ctx: DiagnosisContext, *, max_arity: int = 3) -> lis
         if pddl in existing:
             continue
         new = tuple(p.name for p in (p1, p2) if not p.known)
-        words = (f"{words_of(p1, o1)} must be at most, not exceed, {words_of(p2, o2)}; "
-                 f"now {v1:g} is above {v2:g}")
+        words = _comparison_words(words_of(p1, o1), words_of(p2, o2), v1, v2)
         out.append(Candidate("precondition", pddl, step.name, new_properties=new, description=words))
     return out
 
@@ -277,6 +291,41 @@ def consistent_with_history(task: Task, cand: Candidate, history: Sequence) -> b
         if not task.evaluate(node, state, task.binding(step.name, step.args)):
             return False
     return True
+
+
+# Share of the object-masked similarity in a candidate's score (OfflineDiagnoser._property_scores), and
+# the factor for a candidate that held when the same ground action succeeded before (held_before).
+MASKED_SHARE = 0.5
+HISTORY_BOOST = 1.15
+
+
+def mask_objects(text: str, types: dict) -> str:
+    """``text`` with each object name in ``types`` replaced by its type ("the plate is a vessel" -> "the
+    item is a vessel") and a trailing parenthesised list of names or values dropped."""
+    import re
+
+    for o in sorted(types, key=len, reverse=True):
+        text = re.sub(rf"(?<![\w-]){re.escape(o)}(?![\w-])", types[o], text)
+    return re.sub(r"\s*\([^()]*\)\s*$", "", text)
+
+
+def held_before(task: Task, cand: Candidate, history: Sequence, step: GroundAction) -> str:
+    """The earlier successful execution of the same ground action (same objects) in whose state the
+    candidate (over known fluents) held, as text; "" when there is none. A condition that was true when
+    this very action worked and is false now is what changed (LASP: the history of executed actions is
+    part of the diagnoser's input, Chen et al., RSS 2024, Sec. IV-B)."""
+    if cand.new_properties:
+        return ""
+    same = [(h, st) for h, st in history if h.name == step.name and tuple(h.args) == tuple(step.args)]
+    if not same:
+        return ""
+    action = task.action(cand.action)
+    node = build_fnode(parse_sexpr(cand.pddl), task.problem, {p.name: p for p in action.parameters})
+    binding = task.binding(step.name, step.args)
+    for h, st in same:
+        if task.evaluate(node, st, binding):
+            return str(h)
+    return ""
 
 
 def _inversions(pddl: str, order: dict) -> int:
@@ -319,19 +368,41 @@ class OfflineDiagnoser:
         sim = check_similarity_output(self.similarity([query], texts), 1, len(texts))
         return sim[0]
 
+    def _property_scores(self, ctx: DiagnosisContext, texts: list) -> np.ndarray:
+        """Similarity of the observation to each candidate text: the mean of the texts as they are and
+        of both with the failed action's object names replaced by their types (:func:`mask_objects`).
+        The names are shared by the observation and every candidate about the same object, so on
+        their own they say which object failed but not which of its properties."""
+        named = self._scores(ctx.failure.observation, texts)
+        if not texts:
+            return named
+        step = ctx.failure.step
+        types = {o: (_type_words(ctx.task, ctx.sensing, o) or ["object"])[0]
+                 for o in ctx.task.binding(step.name, step.args).values()}
+        masked = self._scores(mask_objects(ctx.failure.observation, types),
+                              [mask_objects(t, types) for t in texts])
+        return (1.0 - MASKED_SHARE) * named + MASKED_SHARE * masked
+
     def diagnose(self, ctx: DiagnosisContext) -> list:
         """Ranked candidate preconditions (see module doc)."""
         cands = [c for c in enumerate_preconditions(ctx)
                  if consistent_with_history(ctx.task, c, ctx.history)]
         cands, weights = self._commensurable(ctx, cands)
-        scores = self._scores(ctx.failure.observation, [c.description for c in cands]) * weights
+        sims = self._property_scores(ctx, [c.description for c in cands])
+        step = ctx.failure.step
         ranked = []
-        for c, s, w in zip(cands, scores, weights):
-            reasons = [f"false in the state where {ctx.failure.step} failed",
-                       f"similarity {s / w:.2f} between the observation and: {c.description}"]
+        for c, sim, w in zip(cands, sims, weights):
+            held = held_before(ctx.task, c, ctx.history, step)
+            boost = HISTORY_BOOST if held else 1.0
+            s = sim * w * boost
+            reasons = [f"false in the state where {step} failed",
+                       f"similarity {sim:.2f} between the observation and: {c.description}"]
             if w < 1.0:
                 reasons.append(f"comparison of quantities alike by {w:.2f} (weight)")
-            if any(h[0].name == c.action for h in ctx.history) and not c.new_properties:
+            if held:
+                reasons.append(f"held when {held} succeeded before and is false now "
+                               f"(x{HISTORY_BOOST:g})")
+            elif any(h[0].name == c.action for h in ctx.history) and not c.new_properties:
                 reasons.append(f"held every time {c.action} succeeded before")
             for p in c.new_properties:
                 reasons.append(f"new property {p}: values reported by the environment's {p}")
@@ -339,8 +410,7 @@ class OfflineDiagnoser:
                                     c.description, tuple(reasons)))
         # Ties: fewer new properties first, then arguments in the order the action lists its
         # parameters ((path-clear ?from ?to) before (path-clear ?to ?from)), then the PDDL text.
-        order = {p: i for i, p in enumerate(ctx.task.binding(ctx.failure.step.name,
-                                                              ctx.failure.step.args))}
+        order = {p: i for i, p in enumerate(ctx.task.binding(step.name, step.args))}
         ranked.sort(key=lambda c: (-round(c.score, 6), len(c.new_properties),
                                    _inversions(c.pddl, order), c.pddl))
         return ranked[: self.max_candidates]

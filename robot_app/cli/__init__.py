@@ -54,6 +54,7 @@ COMMAND_MODULES = (
     "robot_app.cli.bench_cmd",
     "robot_app.cli.run_cmd",
     "robot_app.cli.lasp_cmd",
+    "robot_app.cli.lasp_eval_cmd",
     "robot_app.cli.landmarks_cmd",
     "robot_app.cli.models_cmd",
     "robot_app.cli.train_sim_cmd",

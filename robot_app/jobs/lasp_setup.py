@@ -21,7 +21,8 @@ def loop_config(config) -> LoopConfig:
 def make_similarity(config):
     """The offline diagnoser's similarity (``[lasp] similarity``): MiniLM embedding cosine, alone
     (``embedding``) or averaged with lexical overlap (``hybrid``, as hybrid dense + sparse
-    retrieval), when ``text-embed.onnx`` is installed; lexical otherwise.
+    retrieval). The model is the models directory's ``text-embed.onnx``, else the copy shipped with the
+    package (models.text_embed.BUNDLED_DIR); lexical similarity when neither opens.
 
     Returns ``(similarity, name)``; the fallback is logged as a warning (DESIGN.md, Fallbacks).
     """
@@ -31,7 +32,7 @@ def make_similarity(config):
     try:
         from models.text_embed import open_text_embedder
 
-        embedder = open_text_embedder(config.paths.models_dir, config=config)
+        embedder = open_text_embedder(config.paths.models_dir, config=config, bundled=True)
     except FileNotFoundError as exc:  # ModelMissing
         log.warning("LASP: text-embedding model not available (%s); using lexical similarity", exc)
         return lexical_similarity, "lexical (no text-embedding model)"
@@ -45,9 +46,10 @@ def make_similarity(config):
         q, c = embedder.embed(list(queries)), embedder.embed(list(candidates))
         return np.clip((q @ c.T).astype(np.float64), 0.0, 1.0)
 
+    where = "bundled" if embedder.bundled else str(embedder.path)
     if mode == "embedding":
-        return embedding, f"embedding ({embedder.model_id})"
+        return embedding, f"embedding ({embedder.model_id}, {where})"
 
     def hybrid(queries, candidates):
         return 0.5 * embedding(queries, candidates) + 0.5 * lexical_similarity(queries, candidates)
-    return hybrid, f"hybrid: embedding ({embedder.model_id}) + lexical"
+    return hybrid, f"hybrid: embedding ({embedder.model_id}, {where}) + lexical"
