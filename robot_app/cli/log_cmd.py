@@ -1,4 +1,5 @@
-"""``robot-app log import-recon``, ``info``, ``verify`` (traversal logs) and ``run-report`` (a route job)."""
+"""``robot-app log import-recon``, ``import-rosbag2``, ``info``, ``verify`` (traversal logs) and ``run-report``
+(a route job)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,29 @@ def register(sub, groups) -> None:
     imp.add_argument("--rate-hz", type=float, default=3.0, help="sample rate of the files (RECON: 3 Hz)")
     imp.add_argument("--json", action="store_true")
     imp.set_defaults(func=_import)
+    rb = groups["log"].add_parser("import-rosbag2", help="import a drive recorded as a ROS 2 bag (rosbag2: "
+                                  "sqlite3 or mcap) into a new traversal log")
+    rb.add_argument("bag", metavar="BAG", help="the bag folder (the one with metadata.yaml)")
+    rb.add_argument("--out", required=True, metavar="LOG", help="new log folder (written to LOG.partial, renamed "
+                    "when complete)")
+    rb.add_argument("--image-topic", metavar="TOPIC", help="sensor_msgs/msg/CompressedImage or Image topic "
+                    "(default: the only one in the bag)")
+    rb.add_argument("--fix-topic", metavar="TOPIC", help="sensor_msgs/msg/NavSatFix topic (default: the only one)")
+    rb.add_argument("--odom-topic", metavar="TOPIC", help="nav_msgs/msg/Odometry topic (default: the only one, if "
+                    "any; none: skip)")
+    rb.add_argument("--imu-topic", metavar="TOPIC", help="sensor_msgs/msg/Imu topic (default: the only one, if any; "
+                    "none: skip)")
+    rb.add_argument("--rate-hz", type=float, default=None, metavar="HZ", help="frames kept per second "
+                    "(default [mapping] frame_rate_hz, 4; 0 keeps every image)")
+    rb.add_argument("--max-gap-s", type=float, default=1.0, metavar="S", help="a frame is kept only with a GPS "
+                    "fix within this many seconds (nearest fix in time; default 1.0)")
+    rb.add_argument("--time", choices=("auto", "header", "receive"), default="auto", help="message times: "
+                    "header stamps, bag receive times, or auto (header stamps when every message has one)")
+    rb.add_argument("--distro", choices=("humble", "jazzy"), default=None, help="message definitions "
+                    "(default: the bag's ros_distro, else humble)")
+    rb.add_argument("--overwrite", action="store_true", help="replace LOG if it is a traversal log")
+    rb.add_argument("--json", action="store_true")
+    rb.set_defaults(func=_import_rosbag2)
     info = groups["log"].add_parser("info", help="what a traversal log holds")
     info.add_argument("log", metavar="LOG")
     info.add_argument("--json", action="store_true")
@@ -63,6 +87,39 @@ def _import(args, config) -> int:
     print(json.dumps(counts) if args.json else
           f"imported {counts['files']} file(s) into {args.out}: {counts['frames']} frames, "
           f"{counts['gps_fixes']} GPS fixes, {counts['gps_no_fix']} samples without a fix")
+    return 0
+
+
+def _import_rosbag2(args, config) -> int:
+    import sys
+
+    try:
+        import rosbags  # noqa: F401
+    except ImportError as exc:
+        raise UsageError("importing a ROS 2 bag needs rosbags (the ros2 extra): pip install 'robot-app[ros2]'") \
+            from exc
+    from robot_app.mapping.rosbag2_import import Rosbag2ImportError, import_rosbag2
+
+    rate = config.mapping.frame_rate_hz if args.rate_hz is None else args.rate_hz
+    try:
+        s = import_rosbag2(args.bag, args.out, image_topic=args.image_topic, fix_topic=args.fix_topic,
+                           odom_topic=args.odom_topic, imu_topic=args.imu_topic, rate_hz=rate,
+                           max_gap_s=args.max_gap_s, time_source=args.time, distro=args.distro,
+                           jpeg_quality=config.camera.jpeg_quality, overwrite=args.overwrite,
+                           progress=sys.stderr.isatty())
+    except (Rosbag2ImportError, FileNotFoundError, FileExistsError, ValueError, OSError) as exc:
+        raise UsageError(str(exc)) from exc
+    if args.json:
+        print(json.dumps(s))
+        return 0
+    tp = s["topics"]
+    print(f"imported {s['bag']} into {s['out']}: {s['frames']} frames from {tp['image']} ({s['image_messages']} "
+          f"images: {s['frames_over_rate']} over the rate, {s['frames_no_fix_nearby']} with no fix within "
+          f"{s['max_gap_s']} s, {s['frames_undecodable']} undecodable); {s['gps_fixes']} GPS fixes from {tp['fix']}, "
+          f"{s['gps_no_fix']} without a fix (status < 0: no position); {s['odom_samples']} odometry samples "
+          f"({tp['odom'] or 'no topic'}), {s['imu_samples']} IMU samples ({tp['imu'] or 'no topic'}); "
+          f"{s['span_m']:.1f} m over {s['span_s']:.1f} s; times from the "
+          f"{'message header stamps' if s['time_source'] == 'header' else 'bag receive times'}")
     return 0
 
 
