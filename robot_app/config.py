@@ -156,8 +156,12 @@ class LaspConfig:
 
     engine: str = _opt("kairos", choices=("kairos", "enhsp"), doc="symbolic planner (enhsp needs Java)")
     planner_timeout_s: float = _opt(10.0, min=0.1, max=600.0, doc="time limit of one planner call")
-    diagnoser: str = _opt("auto", choices=("auto", "llm", "offline"),
-                          doc="auto: the LLM when llm.gguf is installed, else the offline diagnoser")
+    diagnoser: str = _opt("offline", choices=("auto", "offline", "llm", "llm-choice", "llm-score", "llm-pmi"),
+                          doc="offline: search + similarity, no model (measured best, docs/lasp.md); llm: the paper's "
+                              "five free-text LLM roles; llm-choice / llm-score / llm-pmi: the LLM re-ranks the "
+                              "offline candidates (a grammar-constrained list of their numbers / the likelihood of "
+                              "each number / each description's PMI fused with the offline score); auto: llm-pmi "
+                              "when the LLM model file is installed, else offline")
     similarity: str = _opt("hybrid", choices=("hybrid", "embedding", "lexical"),
                            doc="offline diagnoser's text similarity: MiniLM embedding averaged with "
                                "lexical overlap, embedding alone, or lexical alone (used anyway when neither "
@@ -188,9 +192,11 @@ class LlmConfig:
     worker: bool = _opt(True, doc="run llama.cpp in a worker process (a llama.cpp abort cannot stop the app)")
     chat_template: bool = _opt(False, doc="prompt through the model's chat template (instruction-tuned "
                                           "models) instead of the plain LM-Nav few-shot prompt")
-    landmark_parser: str = _opt("auto", choices=("auto", "rules", "llm"),
-                                doc="auto: the LLM when the model file is present, else rules; llm: the LLM, "
-                                    "falling back to rules (logged) if it fails")
+    landmark_parser: str = _opt("rules", choices=("auto", "rules", "llm", "llm-spans"),
+                                doc="rules: the offline parser (measured best, docs/landmarks.md); llm: the LLM "
+                                    "writes the list; llm-spans: the LLM picks phrases of the instruction; auto: "
+                                    "llm when the model file is present, else rules; the llm modes fall back to "
+                                    "rules (logged) if the model fails")
 
 
 @dataclass(frozen=True)

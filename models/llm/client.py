@@ -98,7 +98,45 @@ class LlmClient:
                               "max_tokens": max_tokens, "temperature": temperature,
                               "timeout_s": timeout_s, "stop": stop})
 
+    def score(self, prompt: str, continuations: list[str], *, timeout_s: float = 30.0) -> list[float]:
+        """Log-likelihood of each continuation after ``prompt`` (:mod:`models.llm.scoring`).
+
+        Parameters
+        ----------
+        prompt : str
+            Raw prompt text (the model's BOS token is added).
+        continuations : list of str
+            1..64 non-empty texts, each scored as if it followed ``prompt`` directly.
+        timeout_s : float
+            Wall-clock limit of the request, seconds (> 0).
+
+        Returns
+        -------
+        list of float
+            Per continuation, the sum of its tokens' log-probabilities (nats, <= 0); the token counts
+            are in ``last_usage["tokens"]``.
+
+        Raises
+        ------
+        LlmTimeout
+            If scoring took longer than ``timeout_s``.
+        LlmError
+            On a bad request (empty list, a continuation past the context) or a failed model/worker.
+        """
+        _check_args(1, 0.0, timeout_s)
+        if not isinstance(prompt, str) or not prompt:
+            raise LlmError("prompt must be a non-empty string")
+        if not isinstance(continuations, (list, tuple)) or not continuations:
+            raise LlmError("continuations must be a non-empty list of strings")
+        response = self._raw({"kind": "score", "prompt": prompt, "continuations": list(continuations),
+                              "timeout_s": timeout_s})
+        self.last_usage["tokens"] = response["tokens"]
+        return [float(x) for x in response["logprobs"]]
+
     def _request(self, request: dict) -> str:
+        return self._raw(request)["text"]
+
+    def _raw(self, request: dict) -> dict:
         if request.get("grammar"):
             validate_gbnf(request["grammar"])
         with self._lock:
@@ -108,7 +146,7 @@ class LlmClient:
                 raise LlmTimeout(response["message"])
             raise LlmError(response["message"])
         self.last_usage = {k: response[k] for k in ("prompt_tokens", "completion_tokens", "seconds")}
-        return response["text"]
+        return response
 
     def _send(self, request: dict) -> dict:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -5,6 +5,8 @@ One request is a plain dict (so it crosses a ``multiprocessing`` pipe unchanged)
     {"kind": "complete", "prompt": str}  or  {"kind": "chat", "messages": [{"role", "content"}]}
     + "grammar": str | None, "max_tokens": int, "temperature": float, "timeout_s": float,
       "stop": list[str] | None
+    or {"kind": "score", "prompt": str, "continuations": [str], "timeout_s": float}
+      (log-likelihoods, :mod:`models.llm.scoring`)
 
 and one response is ``{"ok": True, "text", "prompt_tokens", "completion_tokens", "seconds"}`` or
 ``{"ok": False, "error": "timeout" | "error", "message": str}``. Generation stops at the deadline
@@ -14,19 +16,21 @@ interrupted, which is why the worker's parent also keeps a hard deadline.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from models.llm.errors import LlmError
 from models.llm.grammar import validate_gbnf
+from models.llm.scoring import score_request
 
 log = logging.getLogger(__name__)
 
 
 def load_llama(model_path: str | Path, *, n_ctx: int, n_threads: int, n_gpu_layers: int, seed: int,
-               verbose: bool = False) -> Any:
+               verbose: bool = False, extra_buffers: bool | None = None) -> Any:
     """Open a GGUF model with llama-cpp-python.
 
     Parameters
@@ -42,6 +46,10 @@ def load_llama(model_path: str | Path, *, n_ctx: int, n_threads: int, n_gpu_laye
         Layers offloaded to the GPU (Jetson CUDA build of llama.cpp; 0 = CPU only, -1 = all).
     seed : int
         Sampling seed (irrelevant at temperature 0, which is greedy).
+    extra_buffers : bool, optional
+        llama.cpp's extra weight buffer types (``use_extra_bufts``: CPU repacking, Intel AMX). None
+        (default): off when llama.cpp reports AMX, whose kernel crashed (SIGSEGV in
+        ``ggml_backend_amx_mul_mat``) on the first Q4_K decode on this project's Xeon; on otherwise.
 
     Raises
     ------
@@ -55,12 +63,49 @@ def load_llama(model_path: str | Path, *, n_ctx: int, n_threads: int, n_gpu_laye
         from llama_cpp import Llama
     except ImportError as exc:
         raise LlmError("llama-cpp-python is not installed (pip install 'robot-app[llm]')") from exc
+    if extra_buffers is None:
+        extra_buffers = not amx_reported()
     try:
-        return Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads,
-                     n_threads_batch=n_threads, n_gpu_layers=n_gpu_layers, seed=seed,
-                     verbose=verbose)
+        with _model_params(use_extra_bufts=extra_buffers):
+            return Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads,
+                         n_threads_batch=n_threads, n_gpu_layers=n_gpu_layers, seed=seed,
+                         verbose=verbose)
     except (ValueError, RuntimeError, OSError) as exc:
         raise LlmError(f"llama.cpp could not load {path}: {exc}") from exc
+
+
+def amx_reported() -> bool:
+    """Whether llama.cpp's CPU backend was built with and detects Intel AMX (``AMX_INT8 = 1``)."""
+    import llama_cpp
+
+    try:
+        info = llama_cpp.llama_print_system_info()
+    except (AttributeError, OSError):  # pragma: no cover - an older binding
+        return False
+    return b"AMX_INT8 = 1" in (info if isinstance(info, bytes) else str(info).encode())
+
+
+@contextlib.contextmanager
+def _model_params(**fields: Any) -> Iterator[None]:
+    """Set fields of llama.cpp's model parameters that ``Llama()`` does not expose (``use_extra_bufts``):
+    its default-parameter factory is wrapped while the model loads. Fields this llama.cpp lacks are
+    ignored."""
+    import llama_cpp.llama_cpp as lib
+
+    original = lib.llama_model_default_params
+
+    def params() -> Any:
+        p = original()
+        for name, value in fields.items():
+            if hasattr(p, name):
+                setattr(p, name, value)
+        return p
+
+    lib.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        lib.llama_model_default_params = original
 
 
 class GrammarCache:
@@ -117,6 +162,9 @@ def _chat_prompt(llama: Any, request: dict, kwargs: dict) -> str:
 
 def _run(llama: Any, request: dict, grammars: GrammarCache) -> dict:
     from llama_cpp import StoppingCriteriaList
+
+    if request["kind"] == "score":
+        return score_request(llama, request)
 
     t0 = time.monotonic()
     deadline = t0 + float(request["timeout_s"])

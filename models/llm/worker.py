@@ -53,7 +53,7 @@ def worker_main(conn: Any) -> None:
             time.sleep(float(request.get("seconds", 1.0)))
             conn.send({"ok": True, "text": "", "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0})
             continue
-        if kind not in ("complete", "chat"):
+        if kind not in ("complete", "chat", "score"):
             conn.send({"ok": False, "error": "error", "message": f"unknown request kind {kind!r}"})
             continue
         conn.send(run_request(llama, request, grammars))

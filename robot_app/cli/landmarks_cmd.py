@@ -18,7 +18,7 @@ from robot_app.errors import UsageError
 
 log = logging.getLogger(__name__)
 
-_PARSER_CHOICES = ("auto", "rules", "llm")
+_PARSER_CHOICES = ("auto", "rules", "llm", "llm-spans")
 # Used by `bench landmarks` / `bench llm` without --file: instructions in the style operators write.
 _BENCH_INSTRUCTIONS = (
     "Drive past the yellow fire hydrant and stop at the bus shelter.",
@@ -68,7 +68,8 @@ def register(sub, groups) -> None:
 
 def _common(p) -> None:
     p.add_argument("--parser", choices=_PARSER_CHOICES, default=None,
-                   help="rules, llm (falls back to rules on failure) or auto (default: [llm] landmark_parser)")
+                   help="rules, llm (the LLM writes the list), llm-spans (the LLM picks phrases of the instruction; "
+                        "both fall back to rules on failure) or auto (default: [llm] landmark_parser)")
     p.add_argument("--model", type=Path, default=None, help="GGUF model instead of the configured llm.gguf")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -154,7 +155,7 @@ def _eval(args, config) -> int:
             client = open_configured_llm(config, model_path=args.model)
         except LlmError as exc:
             log.warning("cannot open the LLM (%s); evaluating the rule-based parser", exc)
-    elif choice == "llm":
+    elif choice in ("llm", "llm-spans"):
         log.warning("LLM model %s not found; evaluating the rule-based parser", path)
     if client is None:
         choice = "rules"  # open the model once here, not once per instruction

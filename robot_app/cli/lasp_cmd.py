@@ -9,7 +9,14 @@ import sys
 from pathlib import Path
 
 from robot_app.errors import UsageError
-from robot_app.jobs.lasp_setup import loop_config, make_similarity
+from robot_app.jobs.lasp_setup import (
+    DIAGNOSERS,
+    LLM_DIAGNOSERS,
+    build_diagnoser,
+    loop_config,
+    make_similarity,
+    resolve_diagnoser,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +55,7 @@ def register(sub, groups) -> None:
     e.add_argument("--runs", type=int, default=5, help="runs per case (seeds 0..runs-1, wording only)")
     e.add_argument("--cases", default="", help="comma-separated case ids (default: all nine)")
     e.add_argument("--cases-dir", default=str(KITCHEN_DIR), help="directory with cases.json")
-    e.add_argument("--diagnoser", choices=("auto", "llm", "offline"), default=None)
+    e.add_argument("--diagnoser", choices=DIAGNOSERS, default=None)
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=_eval)
 
@@ -61,7 +68,7 @@ def register(sub, groups) -> None:
 def _task_args(p) -> None:
     p.add_argument("--domain", required=True, metavar="PDDL", help="the robot's (incomplete) domain")
     p.add_argument("--problem", required=True, metavar="PDDL", help="the robot's problem")
-    p.add_argument("--diagnoser", choices=("auto", "llm", "offline"), default=None,
+    p.add_argument("--diagnoser", choices=DIAGNOSERS, default=None,
                    help="default: [lasp] diagnoser")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -87,31 +94,34 @@ def _task(domain: str, problem: str):
 
 
 def make_diagnoser(config, choice: str | None):
-    """Build the diagnoser ``choice`` (auto/llm/offline); returns ``(factory, description, closer)``."""
-    from core.lasp.diagnosis import OfflineDiagnoser
+    """Build the diagnoser ``choice`` (default ``[lasp] diagnoser``); returns ``(factory, description, closer)``.
+
+    The choices are those of :func:`robot_app.jobs.lasp_setup.build_diagnoser`; ``auto`` is the
+    constrained ``llm-pmi`` when ``<models_dir>/<llm.model_file>`` exists, else ``offline``. An LLM choice
+    opens the model with the ``[llm]`` settings (context, threads, worker process) and raises
+    :class:`UsageError` when it cannot be opened; ``auto`` then falls back to ``offline`` with a warning.
+    """
     from robot_app.route.landmark_parsing import llm_model_path, open_configured_llm
 
     choice = choice or config.lasp.diagnoser
     sim, sim_name = make_similarity(config)
     llm_path = llm_model_path(config)
-    if choice == "llm" or (choice == "auto" and llm_path.exists()):
-        from models.lasp_llm import LlmDiagnoser
+    resolved = resolve_diagnoser(choice, llm_path.is_file())
+    if resolved in LLM_DIAGNOSERS:
         from models.llm import LlmError
 
-        try:  # the same [llm] settings (context, threads, worker process) as landmark parsing
+        try:
             llm = open_configured_llm(config)
         except LlmError as exc:
-            if choice == "llm":
-                raise UsageError(f"--diagnoser llm: cannot open {llm_path}: {exc}") from exc
+            if choice != "auto":
+                raise UsageError(f"--diagnoser {choice}: cannot open {llm_path}: {exc}") from exc
             log.warning("LASP: LLM unavailable (%s); using the offline diagnoser", exc)
         else:
-            factory = lambda: LlmDiagnoser(llm, similarity=sim,  # noqa: E731
-                                           max_tokens=config.lasp.llm_max_tokens,
-                                           timeout_s=config.llm.timeout_s)
-            return factory, f"llm ({llm_path.name}), similarity {sim_name}", llm.close
-    if choice == "auto":
+            return ((lambda: build_diagnoser(config, resolved, sim, llm)),
+                    f"{resolved} ({llm_path.name}), similarity {sim_name}", llm.close)
+    elif choice == "auto":
         log.info("LASP: no LLM at %s; using the offline diagnoser", llm_path)
-    return (lambda: OfflineDiagnoser(sim)), f"offline, similarity {sim_name}", (lambda: None)
+    return (lambda: build_diagnoser(config, "offline", sim)), f"offline, similarity {sim_name}", (lambda: None)
 
 
 def _load_templates(env_domain: str, explicit: str | None) -> dict:

@@ -53,3 +53,68 @@ def make_similarity(config):
     def hybrid(queries, candidates):
         return 0.5 * embedding(queries, candidates) + 0.5 * lexical_similarity(queries, candidates)
     return hybrid, f"hybrid: embedding ({embedder.model_id}, {where}) + lexical"
+
+
+#: the LLM diagnosers (models.lasp_llm, models.lasp_choice) and every choice of ``[lasp] diagnoser``
+LLM_DIAGNOSERS = ("llm", "llm-choice", "llm-score", "llm-pmi")
+DIAGNOSERS = ("auto", "offline") + LLM_DIAGNOSERS
+#: what ``auto`` takes when the LLM is installed: the constrained mode measured best with Gemma 3 270M
+#: (docs/lasp.md, "Small local LLM")
+AUTO_LLM_DIAGNOSER = "llm-pmi"
+
+
+def resolve_diagnoser(choice: str, llm_available: bool) -> str:
+    """The diagnoser ``choice`` stands for: ``auto`` is :data:`AUTO_LLM_DIAGNOSER` when an LLM is
+    available, else ``offline``; any other choice is itself.
+
+    Raises
+    ------
+    ValueError
+        For a choice outside :data:`DIAGNOSERS`.
+    """
+    if choice not in DIAGNOSERS:
+        raise ValueError(f"[lasp] diagnoser: unknown diagnoser {choice!r} ({', '.join(DIAGNOSERS)})")
+    if choice == "auto":
+        return AUTO_LLM_DIAGNOSER if llm_available else "offline"
+    return choice
+
+
+def build_diagnoser(config, choice: str, similarity, llm=None):
+    """A fresh diagnoser for one LASP run.
+
+    Parameters
+    ----------
+    config : Config
+        ``[lasp] llm_max_tokens`` and ``[llm] timeout_s`` bound the LLM's answers.
+    choice : str
+        ``offline`` (:class:`core.lasp.diagnosis.OfflineDiagnoser`), ``llm`` (the paper's five free-text
+        roles, :class:`models.lasp_llm.LlmDiagnoser`) or ``llm-choice`` / ``llm-score`` / ``llm-pmi``
+        (the offline candidates re-ranked by the LLM, which may only pick among them,
+        :class:`models.lasp_choice.ChoiceLlmDiagnoser`); ``auto`` is resolved first
+        (:func:`resolve_diagnoser`).
+    similarity : callable
+        Text similarity of the offline ranking (:func:`make_similarity`).
+    llm : models.llm.LlmClient, optional
+        The open model; required by the LLM choices.
+
+    Raises
+    ------
+    ValueError
+        An unknown choice, or an LLM choice without ``llm``.
+    """
+    from core.lasp.diagnosis import OfflineDiagnoser
+
+    choice = resolve_diagnoser(choice, llm is not None)
+    if choice == "offline":
+        return OfflineDiagnoser(similarity)
+    if llm is None:
+        raise ValueError(f"the {choice} diagnoser needs the LLM, which is not open")
+    if choice == "llm":
+        from models.lasp_llm import LlmDiagnoser
+
+        return LlmDiagnoser(llm, similarity=similarity, max_tokens=config.lasp.llm_max_tokens,
+                            timeout_s=config.llm.timeout_s)
+    from models.lasp_choice import ChoiceLlmDiagnoser
+
+    return ChoiceLlmDiagnoser(llm, similarity=similarity, mode=choice.split("-", 1)[1],
+                              timeout_s=config.llm.timeout_s)

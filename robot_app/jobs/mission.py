@@ -235,8 +235,8 @@ class MissionExecutive:
                     logp[goal, 0] = 0.0
                     landmarks, info = [f"node {goal}"], None
                 else:
-                    landmarks, logp, info = ground_instruction(instruction, m, config=self.config,
-                                                               llm=self.models.llm())
+                    llm = self.models.llm() if self.config.llm.landmark_parser != "rules" else None
+                    landmarks, logp, info = ground_instruction(instruction, m, config=self.config, llm=llm)
                 planned = plan_on_map(m, landmarks, logp, start=s, alpha=self.config.planner.alpha,
                                       planner=self.config.planner.planner, csr=self._route_csr(m))
             except PlanningError as exc:

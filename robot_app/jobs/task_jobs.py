@@ -31,15 +31,13 @@ from pathlib import Path
 
 import utm
 
-from core.lasp.diagnosis import OfflineDiagnoser
 from core.lasp.environment import Outcome, PropertyInfo
 from core.lasp.knowledge import apply_edits, parse_pddl_diff, to_pddl_diff
 from core.lasp.loop import LaspRun
 from core.lasp.model import PddlError, Task, describe_name
 from firmware_bridge.readings import BaseStatus, GpsFix
-from models.lasp_llm import LlmDiagnoser
 from robot_app.errors import RequestError
-from robot_app.jobs.lasp_setup import loop_config, make_similarity
+from robot_app.jobs.lasp_setup import LLM_DIAGNOSERS, build_diagnoser, loop_config, make_similarity
 from robot_app.jobs.mission import MissionError
 
 log = logging.getLogger(__name__)
@@ -347,12 +345,15 @@ class TaskJobs:
             self.state, self.message = "error", f"task failed: {exc}"
 
     def _diagnoser(self, make_similarity):
+        """``[lasp] diagnoser`` on the process's shared LLM (:func:`robot_app.jobs.lasp_setup.build_diagnoser`);
+        the offline diagnoser, logged, when an LLM choice finds no usable model."""
         sim, _ = make_similarity(self.config)
-        llm = self.models.llm()
-        if llm is not None:
-            return LlmDiagnoser(llm, similarity=sim, max_tokens=self.config.lasp.llm_max_tokens,
-                                timeout_s=self.config.llm.timeout_s)
-        return OfflineDiagnoser(sim)
+        choice = self.config.lasp.diagnoser
+        llm = self.models.llm() if choice != "offline" else None
+        if llm is None and choice in LLM_DIAGNOSERS:
+            log.warning("LASP: [lasp] diagnoser = %s but the LLM is not usable; using the offline diagnoser", choice)
+            choice = "offline"
+        return build_diagnoser(self.config, choice, sim, llm)
 
     def knowledge_path(self) -> Path:
         c = self.config

@@ -5,8 +5,10 @@
 
 - ``rules``: :func:`core.landmarks.parse_landmarks` (no model);
 - ``auto``: the LLM if ``<paths.models_dir>/<llm.model_file>`` exists, else rules;
-- ``llm``: the LLM; if the model is missing or fails (not installed, crash, timeout, empty answer), rules,
-  with the reason logged as a warning.
+- ``llm``: the LLM writes the list (LM-Nav's few-shot prompt, free phrases); if the model is missing or
+  fails (not installed, crash, timeout, empty answer), rules, with the reason logged as a warning;
+- ``llm-spans``: the LLM chooses and orders phrases of the instruction itself
+  (:func:`models.llm.spans.extract_landmarks_spans`), with the same fallback to rules.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING
 from core.landmarks import parse_landmarks
 from models.llm import LlmError, extract_landmarks_llm, open_llm
 from models.llm.sidecar import verify_llm_sidecar
+from models.llm.spans import extract_landmarks_spans
 from models.sidecar import ModelError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-PARSERS = ("auto", "rules", "llm")
+PARSERS = ("auto", "rules", "llm", "llm-spans")
 
 
 def llm_model_path(config: "Config") -> Path:
@@ -70,7 +73,7 @@ def parse_instruction(text: str, *, config: "Config", parser: str | None = None,
         The operator's instruction.
     config : Config
         Uses ``[llm]`` and ``[paths] models_dir``.
-    parser : {"auto", "rules", "llm"}, optional
+    parser : {"auto", "rules", "llm", "llm-spans"}, optional
         Overrides ``[llm] landmark_parser``.
     llm : LlmClient, optional
         An already open model (the app's shared one); without it, one is opened and closed here.
@@ -80,7 +83,8 @@ def parse_instruction(text: str, *, config: "Config", parser: str | None = None,
     Returns
     -------
     (list of str, str)
-        The landmarks in visiting order and ``"llm"`` or ``"rules"``.
+        The landmarks in visiting order and the parser that produced them: ``"llm"``, ``"llm-spans"``
+        or ``"rules"`` (``auto`` reports ``"llm"``).
 
     Raises
     ------
@@ -98,24 +102,28 @@ def parse_instruction(text: str, *, config: "Config", parser: str | None = None,
         return parse_landmarks(text), "rules"
     path = Path(model_path) if model_path is not None else llm_model_path(config)
     if llm is None and not path.is_file():
-        if choice == "llm":
+        if choice != "auto":
             log.warning("LLM model %s not found; using the rule-based landmark parser", path)
         else:
             log.info("no LLM model at %s: rule-based landmark parser", path)
         return parse_landmarks(text), "rules"
 
+    used = "llm-spans" if choice == "llm-spans" else "llm"
     try:
         if llm is not None:
-            landmarks = _ask(llm, text, config)
+            landmarks = _ask(llm, text, config, used)
         else:
             with open_configured_llm(config, model_path=model_path) as client:
-                landmarks = _ask(client, text, config)
-    except LlmError as exc:
+                landmarks = _ask(client, text, config, used)
+    except (LlmError, ValueError) as exc:
         log.warning("LLM landmark extraction failed (%s); using the rule-based parser", exc)
         return parse_landmarks(text), "rules"
-    return landmarks, "llm"
+    return landmarks, used
 
 
-def _ask(client: "LlmClient", text: str, config: "Config") -> list[str]:
+def _ask(client: "LlmClient", text: str, config: "Config", mode: str) -> list[str]:
+    if mode == "llm-spans":
+        return extract_landmarks_spans(client, text, max_tokens=config.llm.max_tokens,
+                                       timeout_s=config.llm.timeout_s)
     return extract_landmarks_llm(client, text, chat=config.llm.chat_template,
                                  max_tokens=config.llm.max_tokens, timeout_s=config.llm.timeout_s)

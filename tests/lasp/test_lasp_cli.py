@@ -131,7 +131,7 @@ def test_lasp_config_bad_values(table, msg):
 
 def test_lasp_config_defaults():
     c = config_from_mapping({}).lasp
-    assert c.engine == "kairos" and c.max_failures_per_error == 2 and c.diagnoser == "auto"
+    assert c.engine == "kairos" and c.max_failures_per_error == 2 and c.diagnoser == "offline"
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +175,7 @@ def test_lasp_run_with_the_llm_diagnoser_on_a_tiny_gguf(tmp_path, capsys):
                    '[lasp]\nmax_llm_calls = 12\nllm_max_tokens = 32\nsimilarity = "lexical"\n')
     rc, out = run_json(capsys, ["--config", str(cfg), "lasp", "run", *case_args(2), "--env-domain",
                                 str(KITCHEN / "domain.pddl"), "--env-problem",
-                                str(KITCHEN / "env1_store_fruit.pddl"), "--json"])
+                                str(KITCHEN / "env1_store_fruit.pddl"), "--diagnoser", "llm", "--json"])
     assert rc in (0, 1) and out["diagnoser"].startswith("llm (llm.gguf)")
     assert 1 <= out["llm_calls"] <= 12 + 4
     roles = [e["role"] for t in out["trace"] if t["kind"] == "diagnose" for e in t["exchanges"]]

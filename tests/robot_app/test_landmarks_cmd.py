@@ -67,9 +67,10 @@ def test_llm_requested_without_model_falls_back_with_a_logged_reason(config_with
 def test_llm_used_when_model_present(tmp_path, tiny_model):
     config = config_from_mapping({"paths": {"models_dir": str(tiny_model.parent)},
                                   "llm": {"worker": False, "max_tokens": 32}})
-    landmarks, used = parse_instruction(INSTRUCTION, config=config)  # auto: the file exists
+    landmarks, used = parse_instruction(INSTRUCTION, config=config, parser="auto")  # auto: the file exists
     assert used == "llm" and 1 <= len(landmarks) <= 10
     assert parse_instruction(INSTRUCTION, config=config, parser="rules")[1] == "rules"
+    assert parse_instruction(INSTRUCTION, config=config)[1] == "rules"  # the default: the model is not loaded
 
 
 @pytest.mark.llm
