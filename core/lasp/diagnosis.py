@@ -243,6 +243,7 @@ def enumerate_preconditions(ctx: DiagnosisContext, *, max_arity: int = 3) -> lis
     task, step = ctx.task, ctx.failure.step
     binding = task.binding(step.name, step.args)
     params = tuple(binding)  # parameter names in order
+    declared = {p.name: p.type.name for p in task.action(step.name).parameters}
     existing = set(task.precondition_texts(step.name)) | ruled_out_by_definition(task, step.name)
     props = [p for p in _properties(task, ctx.sensing) if len(p.param_types) <= max_arity]
     tw = {o: _type_words(task, ctx.sensing, o) for o in binding.values()}
@@ -251,6 +252,8 @@ def enumerate_preconditions(ctx: DiagnosisContext, *, max_arity: int = 3) -> lis
     terms = []
     for prop in props:
         for combo in itertools.permutations(params, len(prop.param_types)):
+            if prop.known and not all(task.is_subtype(declared[c], t) for c, t in zip(combo, prop.param_types)):
+                continue  # a precondition over the parameters must type-check for every binding, not just this one
             objs = tuple(binding[p] for p in combo)
             v = _value(task, ctx.state, ctx.sensing, prop, objs)
             if v is None:

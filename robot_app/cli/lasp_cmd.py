@@ -291,12 +291,15 @@ def _eval(args, config) -> int:
     print(f"diagnoser: {desc}; {args.runs} runs per case")
     print(f"{'case':>4}  {'task':<14} {'success':>7} {'paper':>6} {'failed ex.':>10} {'replans':>7} "
           f"{'LLM calls':>9} {'wall s':>7}")
+    def pct(x, width):  # the Jackal cases have no paper figure
+        return f"{x:>{width}.0%}" if x is not None else f"{'-':>{width}}"
+
     for cid, c in res["cases"].items():
-        print(f"{cid:>4}  {c['task']:<14} {c['success_rate']:>7.0%} {c['paper_success_rate']:>6.0%} "
+        print(f"{cid:>4}  {c['task']:<14} {c['success_rate']:>7.0%} {pct(c['paper_success_rate'], 6)} "
               f"{c['failed_executions']:>10.1f} {c['replans']:>7.1f} {c['llm_calls']:>9.1f} "
               f"{c['wall_s']:>7.2f}")
     for t, v in res["tasks"].items():
-        print(f"task {t:<14} {v['success_rate']:>7.0%} (paper {v['paper_success_rate']:.0%})")
+        print(f"task {t:<14} {v['success_rate']:>7.0%} (paper {pct(v['paper_success_rate'], 0)})")
     return 0
 
 

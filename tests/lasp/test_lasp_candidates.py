@@ -36,3 +36,25 @@ def _pick_steps(task, state):
     for combo in itertools.product(*pools):
         if task.failed_conjunct("pick", combo, state) is None:
             yield GroundAction("pick", tuple(combo))
+
+
+def test_every_candidate_type_checks_over_the_actions_declared_parameters():
+    """``place ?o ?l - thing`` bound to an item: ``(holding ?r ?l)`` fits this binding (the object is an
+    item) but not the action (``?l`` is any thing), so it is no precondition; it once crashed the history
+    check of a later diagnosis."""
+    import itertools
+
+    from core.lasp.sexpr import build_fnode, parse_sexpr
+
+    for cid in ("3", "4", "9"):
+        task = load_cases(KITCHEN)[cid].robot_task()
+        state = task.initial_state()
+        for action in task.problem.actions:
+            pools = [task.objects_of(p.type.name) for p in action.parameters]
+            params = {p.name: p for p in action.parameters}
+            for combo in itertools.islice(itertools.product(*pools), 40):
+                ctx = DiagnosisContext(task, state, Failure(GroundAction(action.name, tuple(combo)), "it failed"),
+                                       BeliefSensing(task, state))
+                for c in enumerate_preconditions(ctx):
+                    if not c.new_properties:
+                        build_fnode(parse_sexpr(c.pddl), task.problem, params)  # raises if ill-typed

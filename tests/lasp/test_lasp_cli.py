@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -180,3 +181,11 @@ def test_lasp_run_with_the_llm_diagnoser_on_a_tiny_gguf(tmp_path, capsys):
     assert 1 <= out["llm_calls"] <= 12 + 4
     roles = [e["role"] for t in out["trace"] if t["kind"] == "diagnose" for e in t["exchanges"]]
     assert roles and roles[0] == "cause-analyser"
+
+
+def test_eval_lasp_text_on_the_jackal_cases(cfg, capsys):
+    """The Jackal job has no paper figure: the table shows a dash instead of failing to format it."""
+    jackal = Path(__file__).resolve().parents[2] / "robot_app" / "data" / "lasp" / "jackal"
+    assert main(["--config", cfg, "eval", "lasp", "--runs", "1", "--cases-dir", str(jackal)]) == 0
+    out = capsys.readouterr().out
+    assert "deliver-and-inspect" in out and "(paper -)" in out
