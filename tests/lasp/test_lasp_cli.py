@@ -189,3 +189,4 @@ def test_eval_lasp_text_on_the_jackal_cases(cfg, capsys):
     assert main(["--config", cfg, "eval", "lasp", "--runs", "1", "--cases-dir", str(jackal)]) == 0
     out = capsys.readouterr().out
     assert "deliver-and-inspect" in out and "(paper -)" in out
+    assert "100%      -" in out  # no paper figure in the case row either (not kitchen case 1's)
