@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 from dataclasses import dataclass
 
-__all__ = ["WheelState", "WheelFeedback", "BaseStatus", "ImuReading", "GpsFix", "GpsNoFix"]
+__all__ = ["WheelState", "WheelFeedback", "BaseStatus", "ImuReading", "GpsFix", "GpsNoFix", "CameraImage"]
 
 
 @dataclass(frozen=True)
@@ -113,3 +113,17 @@ class GpsNoFix:
     utc_time: _dt.time | None
     source: str
     satellites: int | None = None
+
+
+@dataclass(frozen=True)
+class CameraImage:
+    """A camera frame received as a ROS 2 image: ``jpeg`` bytes (a ``sensor_msgs/CompressedImage`` in
+    JPEG as sent, or a raw ``sensor_msgs/Image`` encoded here), ``width`` x ``height`` pixels (0 when
+    not decoded), the publisher's ``frame_id`` and header ``stamp_s`` (its clock, seconds)."""
+
+    t_mono_s: float
+    jpeg: bytes
+    frame_id: str = ""
+    stamp_s: float = 0.0
+    width: int = 0
+    height: int = 0

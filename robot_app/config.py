@@ -81,6 +81,9 @@ class RobotConfig:
     max_alpha_radps2: float = _opt(25.0, min=0.0)
     control_rate_hz: float = _opt(50.0, min=1.0, max=500.0)
     cmd_timeout_s: float = _opt(0.25, min=0.01, max=5.0)
+    backend: str = _opt("serial", choices=("serial", "ros2"),
+                        doc="serial: the ROS 1 Jackal MCU (rosserial) and devices of [serial]; ros2: a ROS 2 robot's "
+                            "topics over DDS as [ros2] says (the ros2 extra, cyclonedds)")
 
 
 _BAUDS = (9600, 19200, 38400, 57600, 115200, 230400, 460800, 921600)
@@ -114,6 +117,35 @@ class SerialConfig:
     handshake_timeout_s: float = _opt(5.0, min=0.1, max=60.0,
                                       doc="no TopicInfo / time request within this -> re-request topics")
     bad_log_interval_s: float = _opt(10.0, min=0.0, doc="at most one warning about bad input per this period")
+
+
+@dataclass(frozen=True)
+class Ros2Config:
+    """The ``ros2`` backend (``[robot] backend = "ros2"``): a ROS 2 robot's topics over DDS (Eclipse Cyclone DDS,
+    the ros2 extra). Topic names are relative to ``namespace`` unless they start with "/"; an empty topic
+    subscribes nothing. Defaults: Clearpath's ROS 2 robot API (docs.clearpathrobotics.com, "ROS 2 Robot API":
+    one namespace per robot, ``<platform>_<serial>`` such as j100_0000; velocity on cmd_vel, fused odometry
+    platform/odom/filtered, e-stop platform/emergency_stop, battery platform/bms/state, the first GPS / IMU /
+    camera under sensors/gps_0, imu_0, camera_0); check yours with ``ros2 topic list`` on the robot.
+    """
+
+    namespace: str = _opt("/j100_0000", doc="the robot's ROS namespace (Clearpath: /<platform>_<serial number>; "
+                                            "\"\" for none)")
+    domain_id: int = _opt(0, min=0, max=232, doc="ROS_DOMAIN_ID of the robot's ROS 2 graph")
+    cyclonedds_config: str = _opt("", doc="Cyclone DDS XML or file:// URI (network interface, peers); empty: "
+                                          "Cyclone's defaults or the CYCLONEDDS_URI environment variable")
+    cmd_topic: str = _opt("cmd_vel", doc="velocity command topic (Clearpath: cmd_vel into twist_mux)")
+    cmd_type: str = _opt("twist", choices=("twist", "twist_stamped"),
+                         doc="geometry_msgs/Twist (ROS 2 Humble) or TwistStamped (Jazzy)")
+    odom_topic: str = _opt("platform/odom/filtered", doc="nav_msgs/Odometry -> wheel feedback")
+    estop_topic: str = _opt("platform/emergency_stop", doc="std_msgs/Bool, true while e-stopped")
+    battery_topic: str = _opt("platform/bms/state", doc="sensor_msgs/BatteryState -> battery voltage")
+    gps_topic: str = _opt("sensors/gps_0/fix", doc="sensor_msgs/NavSatFix")
+    imu_topic: str = _opt("sensors/imu_0/data", doc="sensor_msgs/Imu")
+    camera_topic: str = _opt("sensors/camera_0/color/compressed",
+                             doc="camera images when [camera] source = \"ros2\"")
+    camera_type: str = _opt("compressed", choices=("compressed", "raw"),
+                            doc="sensor_msgs/CompressedImage (JPEG/PNG) or raw sensor_msgs/Image")
 
 
 @dataclass(frozen=True)
@@ -346,7 +378,8 @@ class CameraConfig:
     """The robot's camera (OpenCV capture). Frames are dropped, never queued, when consumers are slow."""
 
     source: str = _opt("none", doc="'none', a V4L2 index ('0'), a device/file path ('/dev/video0'), "
-                                   "or 'sim' (rendered from the simulated world, [sim])")
+                                   "'sim' (rendered from the simulated world, [sim]), or 'ros2' ([ros2] camera_topic; "
+                                   "needs [robot] backend = \"ros2\")")
     width: int = _opt(640, min=16, max=8192)
     height: int = _opt(480, min=16, max=8192)
     fps: float = _opt(15.0, min=0.5, max=240.0, doc="capture rate asked of the device")
@@ -461,6 +494,7 @@ class Config:
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     ui: UiConfig = field(default_factory=UiConfig)
     serial: SerialConfig = field(default_factory=SerialConfig)
+    ros2: Ros2Config = field(default_factory=Ros2Config)
     models: ModelsConfig = field(default_factory=ModelsConfig)
     lasp: LaspConfig = field(default_factory=LaspConfig)
     llm: LlmConfig = field(default_factory=LlmConfig)
@@ -641,6 +675,19 @@ def nav_options(cfg: Config):
 
 def _check_across_keys(cfg: Config, origin: str) -> None:
     """Rules that tie two keys together (each key alone was checked already)."""
+    r2 = cfg.ros2
+    for key in ("cmd_topic", "odom_topic", "estop_topic", "battery_topic", "gps_topic", "imu_topic", "camera_topic"):
+        name = getattr(r2, key)
+        if name and not re.fullmatch(r"/?[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*", name):
+            raise ConfigError(f"{origin}: [ros2] {key}: {name!r} is not a ROS 2 topic name (letters, digits, _ "
+                              "and / separators)")
+    if r2.namespace and not re.fullmatch(r"(/[A-Za-z_][A-Za-z0-9_]*)+", r2.namespace):
+        raise ConfigError(f"{origin}: [ros2] namespace: {r2.namespace!r} is not a ROS 2 namespace "
+                          "(e.g. /j100_0000)")
+    if cfg.camera.source == "ros2" and cfg.robot.backend != "ros2":
+        raise ConfigError(f"{origin}: [camera] source = 'ros2' needs [robot] backend = 'ros2'")
+    if not r2.cmd_topic:
+        raise ConfigError(f"{origin}: [ros2] cmd_topic must not be empty (the robot is driven through it)")
     if cfg.serial.reconnect_min_s > cfg.serial.reconnect_max_s:
         raise ConfigError(f"{origin}: [serial] reconnect_min_s {cfg.serial.reconnect_min_s} is above "
                           f"reconnect_max_s {cfg.serial.reconnect_max_s}")

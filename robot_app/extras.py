@@ -17,6 +17,9 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "export": ("torch", "open_clip", "onnx"),
     "recon": ("h5py",),
     "llm": ("llama_cpp",),
+    # ROS 2: bag import (rosbags) and the ros2 backend's DDS link (cyclonedds)
+    "ros2": ("rosbags", "cyclonedds"),
+    "fleet": ("ray",),
 }
 
 

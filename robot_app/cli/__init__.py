@@ -47,6 +47,7 @@ COMMAND_MODULES = (
     "robot_app.cli.config_cmd",
     "robot_app.cli.gps_cmd",
     "robot_app.cli.sim_devices_cmd",
+    "robot_app.cli.sim_ros2_cmd",
     "robot_app.cli.sim_world_cmd",
     "robot_app.cli.map_cmd",
     "robot_app.cli.log_cmd",

@@ -25,6 +25,11 @@ def register(sub, groups) -> None:
     mb.add_argument("--sizes", default="1000,10000,50000", help="comma-separated frame counts")
     mb.add_argument("--models", metavar="DIR", help="models directory with a VNM (default: [paths] models_dir; "
                                                     "without one the GPS fallback is measured)")
+    mb.add_argument("--frames", type=int, metavar="N", help="one drive of N frames (instead of --sizes)")
+    mb.add_argument("--engine", choices=("local", "ray"), default="local",
+                    help="ray: build each drive once per --workers count on Ray (the fleet extra)")
+    mb.add_argument("--workers", default="1,2", help="with --engine ray: comma-separated worker counts (default 1,2)")
+    mb.add_argument("--ray-address", metavar="ADDR", help="with --engine ray: an existing cluster (default: local)")
     mb.add_argument("--json", action="store_true")
     mb.set_defaults(func=_bench_map_build)
     mo = groups["bench"].add_parser("map-open", help="opening a map with its content hashes checked (10k, 100k nodes)")
@@ -33,7 +38,10 @@ def register(sub, groups) -> None:
     mo.add_argument("--json", action="store_true")
     mo.set_defaults(func=_bench_map_open)
     ss = groups["bench"].add_parser("stale-stop", help="a silent autonomy command to zero on the wire, through the "
-                                                       "app on the simulated MCU")
+                                                       "app on the simulated MCU (serial) or ROS 2 robot (ros2)")
+    ss.add_argument("--backend", default="serial", choices=("serial", "ros2", "both"),
+                    help="serial: the simulated MCU on a pty (default); ros2: the simulated ROS 2 robot in a child "
+                         "process over DDS on the loopback interface (the ros2 extra); both: one after the other")
     ss.add_argument("--speeds", default="1,2", help="comma-separated speeds in m/s (default 1,2)")
     ss.add_argument("--trials", type=int, default=20, help="trials per speed (default 20)")
     ss.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -53,7 +61,19 @@ def _sizes(text: str) -> list[int]:
 def _bench_map_build(args, config) -> int:
     from robot_app.bench import map_build
 
-    res = map_build.run(_sizes(args.sizes), config=config, models_dir=args.models,
+    sizes = _sizes(args.sizes if args.frames is None else str(args.frames))
+    try:
+        workers = [int(w) for w in args.workers.split(",") if w.strip()]
+    except ValueError as exc:
+        raise UsageError(f"--workers: expected comma-separated integers, got {args.workers!r}") from exc
+    if not workers or min(workers) < 1:
+        raise UsageError("--workers: every count must be >= 1")
+    if args.engine == "ray":
+        from robot_app.extras import require
+
+        require("fleet", what="bench map-build --engine ray")
+    res = map_build.run(sizes, config=config, models_dir=args.models, engine=args.engine, workers=workers,
+                        ray_address=args.ray_address,
                         progress=lambda msg: print(f"bench map-build: {msg}", file=sys.stderr))
     print(json.dumps(res, indent=2) if args.json else map_build.format_table(res))
     return 0
@@ -101,10 +121,20 @@ def _bench_stale_stop(args, config) -> int:
         raise UsageError(f"--speeds: expected comma-separated numbers (m/s), got {args.speeds!r}") from exc
     if not speeds or args.trials < 1:
         raise UsageError("--speeds needs at least one speed and --trials must be >= 1")
-    try:
-        res = stale_stop.run(config, speeds=speeds, trials=args.trials,
-                             progress=lambda msg: print(f"bench stale-stop: {msg}", file=sys.stderr))
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
-    print(json.dumps(res, indent=2) if args.json else stale_stop.format_table(res))
+    backends = ("serial", "ros2") if args.backend == "both" else (args.backend,)
+    if "ros2" in backends:
+        from robot_app.extras import require
+
+        require("ros2", what="bench stale-stop --backend ros2")
+    results = []
+    for backend in backends:
+        try:
+            results.append(stale_stop.run(config, speeds=speeds, trials=args.trials, backend=backend,
+                                          progress=lambda msg: print(f"bench stale-stop: {msg}", file=sys.stderr)))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+    if args.json:
+        print(json.dumps(results[0] if len(results) == 1 else {r["backend"]: r for r in results}, indent=2))
+    else:
+        print("\n\n".join(stale_stop.format_table(r) for r in results))
     return 0

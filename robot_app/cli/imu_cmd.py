@@ -58,7 +58,7 @@ async def collect_mag_samples(config, *, duration_s: float, omega_radps: float, 
 
     if config.serial.imu_source == "none":
         raise ValueError("[serial] imu_source is 'none': there is no magnetometer to calibrate")
-    drivers = drivers_from_config(config.serial, config.robot)
+    drivers = drivers_from_config(config.serial, config.robot, config.ros2)
     base, imu = drivers["base"], drivers.get("imu", drivers["base"])
     used = {id(d): d for d in (base, imu)}.values()
     samples: list = []

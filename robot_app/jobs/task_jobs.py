@@ -163,7 +163,7 @@ class RobotTaskEnvironment:
         if name != "battery" or self.sensors.base is None:
             return None
         st = self.sensors.base.latest(BaseStatus, max_age_s=10.0)
-        if st is None:
+        if st is None or not math.isfinite(st.battery_v):  # NaN: the robot publishes no battery state
             return None
         return round(100.0 * min(1.0, max(0.0, (st.battery_v - BATTERY_EMPTY_V) / (BATTERY_FULL_V - BATTERY_EMPTY_V))))
 

@@ -142,11 +142,16 @@ class StatusReporter:
             await asyncio.sleep(min(wd or 1.0, 1.0))
 
 
-def _open_camera(config):
+def _open_camera(config, drivers):
     """The camera ``[camera] source`` names: None for "none", the simulated one for "sim" (the ``sim``
-    extra: pybullet renders it, imported only then), else a V4L2 / GStreamer device."""
+    extra: pybullet renders it, imported only then), the ``ros2`` backend's camera topic for "ros2", else
+    a V4L2 / GStreamer device."""
     if config.camera.source == "none":
         return None
+    if config.camera.source == "ros2":
+        from robot_app.sensing.ros2_camera import Ros2CameraComponent
+
+        return Ros2CameraComponent(drivers["ros2_camera"])
     if config.camera.source == "sim":
         from robot_app.sim.camera import SimCamera  # optional extra (pybullet)
 
@@ -167,15 +172,18 @@ class App:
         robot = config.robot
         #: the only place motion commands go (STOP over teleop over autonomy); the control loop reads it
         self.commands = CommandMux({Source.AUTONOMY: robot.cmd_timeout_s, Source.TELEOP: robot.cmd_timeout_s})
-        self.drivers = drivers_from_config(config.serial, config.robot)
+        self.drivers = drivers_from_config(config.serial, config.robot, config.ros2,
+                                           camera=config.camera.source == "ros2")
         base = self.drivers.get("base")
         serial = config.serial
+        # ros2 backend: GPS and IMU come from their own topics' drivers only (none when the topic is unset)
+        fallback = base if config.robot.backend == "serial" else None
         #: what the components read: drivers, camera, the fused pose (robot_app.interfaces.Sensors)
         self.sensors = Sensors(
             base=base,
-            gps=None if serial.gps_source == "none" else (self.drivers.get("gps") or base),
-            imu=None if serial.imu_source == "none" else (self.drivers.get("imu") or base),
-            camera=_open_camera(config))
+            gps=None if serial.gps_source == "none" else (self.drivers.get("gps") or fallback),
+            imu=None if serial.imu_source == "none" else (self.drivers.get("imu") or fallback),
+            camera=_open_camera(config, self.drivers))
         self.control = ControlLoop(self)
         self.supervisor = Supervisor(on_down=self._on_component_down)
         self.safety = SafetyMonitor(config.safety)
@@ -255,7 +263,7 @@ class App:
                                                  "v_mps": pose.v_mps, "utm_zone": list(pose.utm_zone),
                                                  "yaw_known": pose.yaw_known}
         st = base.latest(BaseStatus, max_age_s=5.0) if base is not None else None
-        out["battery_v"] = st.battery_v if st is not None else None
+        out["battery_v"] = st.battery_v if st is not None and math.isfinite(st.battery_v) else None
         out["hardware_estop"] = bool(st.estop_stopped) if st is not None else None
         gps = self.gps
         fix = gps.latest(GpsFix, max_age_s=self.config.serial.gps_max_age_s) if gps is not None else None
