@@ -1,4 +1,4 @@
-"""``robot-app map info`` and ``robot-app map example``."""
+"""``robot-app map info``, ``map example``, ``map build`` (``--engine local|ray``) and ``map plot``."""
 
 from __future__ import annotations
 
@@ -27,6 +27,13 @@ def register(sub, groups) -> None:
     b.add_argument("--overwrite", action="store_true", help="replace an existing map")
     b.add_argument("--no-vnm", action="store_true", help="GPS fallback even when a VNM is installed")
     b.add_argument("--json", action="store_true", help="print the build report as JSON")
+    b.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local: this process (default); ray: a Ray cluster (the fleet extra; docs/maps.md)")
+    b.add_argument("--ray-address", metavar="ADDR",
+                   help="with --engine ray: join this cluster (e.g. ray://head:10001, auto); default: start a local "
+                        "Ray runtime")
+    b.add_argument("--workers", type=int, metavar="N",
+                   help="with --engine ray: model workers per stage (default: the cluster's CPUs)")
     b.set_defaults(func=_build)
     pl = groups["map"].add_parser("plot", help="picture of a map: nodes, edges by source, thumbnails")
     pl.add_argument("map", metavar="MAP")
@@ -150,9 +157,10 @@ def _build(args, config) -> int:
     from core.tlog import LogFormatError
     from robot_app.mapping.map_build import build_map
 
+    engine = _engine(args)
     try:
         rep = build_map(args.logs, args.out, config=config, models_dir=args.models, overwrite=args.overwrite,
-                        progress=sys.stderr.isatty(), use_vnm=not args.no_vnm)
+                        progress=sys.stderr.isatty(), use_vnm=not args.no_vnm, engine=engine)
     except (LogFormatError, FileExistsError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
     d = rep.as_dict()
@@ -165,7 +173,29 @@ def _build(args, config) -> int:
     print(f"  rejected: {d['rejected_wormholes']} wormholes (> eta), {d['rejected_far']} too far (>= tau); "
           f"removed {d['removed_redundant']} redundant edges")
     print("  time: " + ", ".join(f"{k} {v:.2f} s" for k, v in d["phase_s"].items()))
+    eng = d.get("engine", {})
+    if eng.get("name") == "ray":
+        busy = ", ".join(f"{k} {v:.2f} s" for k, v in eng.get("worker_busy_s", {}).items()) or "none"
+        rate = d["vnm_evaluations"] / d["phase_s"]["distances"] if d["phase_s"].get("distances") else 0.0
+        print(f"  ray ({eng.get('address')}): {eng.get('workers')} workers; worker time {busy}; "
+              f"{rate:.1f} VNM pairs/s")
     return 0
+
+
+def _engine(args):
+    """The build engine of ``--engine`` (None: local); checks the flags and the fleet extra."""
+    if args.engine == "local":
+        if args.ray_address or args.workers is not None:
+            raise UsageError("--ray-address and --workers need --engine ray")
+        return None
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers: expected >= 1, got {args.workers}")
+    from robot_app.extras import require
+
+    require("fleet", what="map build --engine ray")
+    from robot_app.mapping.map_build_ray import RayEngine
+
+    return RayEngine(address=args.ray_address, workers=args.workers)
 
 
 def _plot(args, config) -> int:

@@ -5,9 +5,17 @@ candidate pairs with the VNM (:mod:`models.vnm`) or, without one, with GPS dista
 nominal speed (LM-Nav's own GPS ablation), embeds node images with CLIP when installed, and writes the
 map with :class:`core.mapstore.MapWriter` (a half-built map never appears under the map's name).
 
+Engines: the heavy stages (reading logs, node selection, VNM pairs, node images) run on an engine:
+:class:`LocalEngine` in this process (the default, what the robot runs) or
+:class:`robot_app.mapping.map_build_ray.RayEngine` on a Ray cluster (workstation side, the ``fleet`` extra).
+Both run the same functions (:func:`robot_app.mapping.build_nodes.select_log_nodes`, :func:`measure_pairs`,
+:func:`image_rows`) and give the same map; candidate pairs, edge decisions, the reduction and the write are
+always done by :func:`build_map` itself.
+
 Resumable: VNM distances are checkpointed in ``MAP.build-cache.sqlite`` (keyed by log, frame pair
 and VNM file hash) as batches finish; an interrupted build started again reuses them; the cache is
-deleted when the map is complete.
+deleted when the map is complete. Both engines use the same checkpoint, so a build interrupted on one
+resumes on the other.
 """
 
 from __future__ import annotations
@@ -25,24 +33,11 @@ import numpy as np
 
 from core import graph_build as gb
 from core.mapstore import MapWriter
-from core.tlog import TraversalLog, frame_positions, read_log
+from core.tlog import TraversalLog, read_log
+from robot_app.mapping.build_nodes import BuildNodes, select_build_nodes
 from robot_app.mapping.image_prep import clip_views
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class BuildNodes:
-    """Selected nodes of all logs, in log then time order."""
-
-    log_index: np.ndarray        # (M,) int64, which log
-    frame_index: np.ndarray      # (M,) int64, index into that log's frame arrays
-    t_s: np.ndarray              # (M,) float64 log time
-    lat_deg: np.ndarray
-    lon_deg: np.ndarray
-    xy_m: np.ndarray             # (M, 2) UTM easting/northing in one zone (the first log's)
-    heading_rad: np.ndarray      # (M,) yaw CCW from east from the smoothed GPS track (gb.track_headings), NaN unknown
-    gap_before: np.ndarray       # (M,) bool: recording gap > epsilon since the previous node of the log
 
 
 @dataclass
@@ -60,6 +55,7 @@ class BuildReport:
     distance_source: str = ""
     clip_model: str | None = None
     phase_s: dict = field(default_factory=dict)
+    engine: dict = field(default_factory=lambda: {"name": "local"})  # engine summary (workers, time)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -68,63 +64,6 @@ class BuildReport:
 # how node headings are made (core.graph_build.track_headings); maps without it have headings from
 # consecutive fixes, too noisy for the VNM navigator's GPS stretches (robot_app.jobs.mission ignores them)
 HEADINGS_METHOD = "gps-track-3"
-
-
-def _utm_xy(lat: np.ndarray, lon: np.ndarray, zone: tuple[int, str] | None):
-    import utm
-
-    if zone is None:
-        _, _, z, letter = utm.from_latlon(float(lat[0]), float(lon[0]))
-        zone = (z, letter)
-    e, n, _, _ = utm.from_latlon(lat, lon, force_zone_number=zone[0], force_zone_letter=zone[1])
-    return np.stack([np.asarray(e, float), np.asarray(n, float)], axis=1), zone
-
-
-def _odometer_at(tl: TraversalLog) -> np.ndarray | None:
-    """Distance driven (m) up to each frame from the log's wheel odometry, or None without it.
-
-    Used for node spacing because GPS noise lengthens a track measured from fixes (2 m of noise can
-    triple the node count, and the VNM work with it).
-    """
-    o = tl.odom
-    if o["t_s"].size < 2 or tl.frame_t_s.size == 0:
-        return None
-    step = np.hypot(np.diff(o["x_m"]), np.diff(o["y_m"]))
-    if not np.all(np.isfinite(step)):
-        return None
-    cum = np.concatenate([[0.0], np.cumsum(step)])
-    return np.interp(tl.frame_t_s, o["t_s"], cum)
-
-
-def select_build_nodes(logs: Sequence[TraversalLog], *, min_travel_m: float, min_dt_s: float,
-                       epsilon_s: float) -> BuildNodes:
-    """Nodes of every log (frames with a GPS position, subsampled by travel)."""
-    parts = []
-    zone = None
-    for li, tl in enumerate(logs):
-        lat, lon, valid = frame_positions(tl)
-        if not valid.any():
-            log.warning("%s: no frame has a GPS fix; the log adds no node", tl.folder)
-            continue
-        xy = np.full((lat.size, 2), np.nan)
-        xy_valid, zone = _utm_xy(lat[valid], lon[valid], zone)
-        xy[valid] = xy_valid
-        idx = gb.select_nodes(tl.frame_t_s, xy, min_travel_m=min_travel_m, min_dt_s=min_dt_s,
-                              odometer_m=_odometer_at(tl))
-        ft = tl.frame_t_s
-        frame_gaps = np.concatenate([[0.0], np.diff(ft)]) > epsilon_s
-        gap_count = np.cumsum(frame_gaps)
-        gap_before = np.zeros(idx.size, dtype=bool)
-        gap_before[1:] = gap_count[idx[1:]] != gap_count[idx[:-1]]
-        # GPS fixes missing between two nodes also break the temporal chain
-        invalid_count = np.cumsum(~valid)
-        gap_before[1:] |= invalid_count[idx[1:]] != invalid_count[idx[:-1]]
-        heading = gb.track_headings(xy[idx], gap_before)
-        parts.append((np.full(idx.size, li), idx, ft[idx], lat[idx], lon[idx], xy[idx], heading, gap_before))
-    if not parts:
-        raise ValueError("no log has frames with GPS fixes: nothing to build a map from")
-    cat = [np.concatenate([p[j] for p in parts]) for j in range(8)]
-    return BuildNodes(cat[0].astype(np.int64), cat[1].astype(np.int64), *cat[2:5], cat[5].reshape(-1, 2), *cat[6:])
 
 
 def decode_jpeg(data: bytes) -> np.ndarray:
@@ -168,25 +107,35 @@ class DistanceCache:
             self.path.unlink(missing_ok=True)
 
 
-def vnm_pair_distances(vnm, logs, nodes: BuildNodes, pairs: np.ndarray, cache: DistanceCache, *,
-                       batch: int, progress: Callable[[int], None]) -> tuple[np.ndarray, int]:
-    """D(i -> j) in VNM time steps for each pair (i, j): observation context at node i (its frame and
-    the ``context_size`` frames before it at the VNM's frame rate), goal = node j's frame.
-
-    Returns (P,) float64 and the number of VNM goal evaluations run (cache hits excluded).
-    """
-    keys = [
+def pair_keys(nodes: BuildNodes, pairs: np.ndarray) -> list[str]:
+    """Checkpoint keys of pairs (i, j): ``"log:frame>log:frame"`` (stable across node selections)."""
+    return [
         f"{nodes.log_index[i]}:{nodes.frame_index[i]}>{nodes.log_index[j]}:{nodes.frame_index[j]}" for i, j in pairs
     ]
-    known = cache.get(keys)
-    out = np.array([known.get(k, np.nan) for k in keys], dtype=np.float64)
-    todo = np.flatnonzero(np.isnan(out))
-    progress(len(keys) - todo.size)
-    runs = 0
+
+
+def obs_groups(pairs: np.ndarray) -> dict[int, list[int]]:
+    """Rows of ``pairs`` (P, 2) grouped by their observation node ``pairs[:, 0]``, in first-seen order."""
     by_obs: dict[int, list[int]] = {}
-    for p in todo:
-        by_obs.setdefault(int(pairs[p, 0]), []).append(int(p))
-    frame_cache: dict[tuple[int, int], np.ndarray] = {}
+    for p, i in enumerate(pairs[:, 0].tolist()):
+        by_obs.setdefault(int(i), []).append(p)
+    return by_obs
+
+
+def measure_pairs(vnm, logs, nodes: BuildNodes, pairs: np.ndarray, *, batch: int,
+                  frame_cache: dict | None = None,
+                  on_batch: Callable[[list[int], np.ndarray], None] | None = None) -> np.ndarray:
+    """Run the VNM on every pair (i, j) of ``pairs`` (P, 2) int64: obs context at node i, goal node j.
+
+    Goals are batched ``batch`` at a time per observation node (the same batches whatever else is in
+    ``pairs``, so any split of the pairs at observation-node boundaries gives the same numbers).
+    ``frame_cache`` (log, frame) -> preprocessed frame is kept between calls (bounded to 4096 frames);
+    ``on_batch(rows, d)`` is called after each batch with the rows of ``pairs`` and their distances.
+
+    Returns (P,) float64 D in VNM time steps.
+    """
+    out = np.full(len(pairs), np.nan, dtype=np.float64)
+    frame_cache = {} if frame_cache is None else frame_cache
 
     def frame(li: int, fi: int) -> np.ndarray:
         key = (li, fi)
@@ -197,7 +146,7 @@ def vnm_pair_distances(vnm, logs, nodes: BuildNodes, pairs: np.ndarray, cache: D
                 frame_cache.pop(next(iter(frame_cache)))
         return frame_cache[key]
 
-    for i, plist in by_obs.items():
+    for i, plist in obs_groups(pairs).items():
         li, fi = int(nodes.log_index[i]), int(nodes.frame_index[i])
         ft = logs[li].frame_t_s
         want = ft[fi] - np.arange(vnm.context_size, -1, -1) / vnm.frame_rate_hz
@@ -209,10 +158,35 @@ def vnm_pair_distances(vnm, logs, nodes: BuildNodes, pairs: np.ndarray, cache: D
                               for p in chunk])
             d = vnm.predict(obs, goals).dist_steps.astype(np.float64)
             out[chunk] = d
-            runs += len(chunk)
-            cache.put({keys[p]: float(x) for p, x in zip(chunk, d)})
-            progress(len(chunk))
-    return out, runs
+            if on_batch is not None:
+                on_batch(chunk, d)
+    return out
+
+
+def cached_distances(nodes: BuildNodes, pairs: np.ndarray, cache: DistanceCache) -> tuple[list[str], np.ndarray]:
+    """Checkpoint keys of ``pairs`` and their (P,) float64 distances from ``cache``, NaN where not measured yet."""
+    keys = pair_keys(nodes, pairs)
+    known = cache.get(keys)
+    return keys, np.array([known.get(k, np.nan) for k in keys], dtype=np.float64)
+
+
+def vnm_pair_distances(vnm, logs, nodes: BuildNodes, pairs: np.ndarray, cache: DistanceCache, *,
+                       batch: int, progress: Callable[[int], None]) -> tuple[np.ndarray, int]:
+    """D(i -> j) in VNM time steps for each pair (i, j): observation context at node i (its frame and
+    the ``context_size`` frames before it at the VNM's frame rate), goal = node j's frame.
+
+    Returns (P,) float64 and the number of VNM goal evaluations run (cache hits excluded).
+    """
+    keys, out = cached_distances(nodes, pairs, cache)
+    todo = np.flatnonzero(np.isnan(out))
+    progress(len(keys) - todo.size)
+
+    def done(rows: list[int], d: np.ndarray) -> None:
+        cache.put({keys[todo[r]]: float(x) for r, x in zip(rows, d)})
+        progress(len(rows))
+
+    out[todo] = measure_pairs(vnm, logs, nodes, pairs[todo], batch=batch, on_batch=done)
+    return out, int(todo.size)
 
 
 def _progress_bar(total: int, desc: str, enabled: bool, unit: str = "pair"):
@@ -237,6 +211,62 @@ def _open_optional(factory_path: str, models_dir: Path, config, what: str):
         return None
 
 
+class LocalEngine:
+    """Runs every stage of the build in this process (the default engine; the one the robot runs).
+
+    The engine interface of :func:`build_map` (``robot_app.mapping.map_build_ray.RayEngine`` is the other):
+    ``start``, ``read_logs``, ``select_nodes``, ``distances``, ``write_images``, ``summary``, ``close``.
+    """
+
+    name = "local"
+
+    def start(self, *, config, models_dir: Path) -> None:
+        """Nothing to start in-process."""
+
+    def read_logs(self, log_dirs: Sequence[str | Path]) -> list[TraversalLog]:
+        """Read every log (raises :class:`core.tlog.LogFormatError`)."""
+        return [read_log(d) for d in log_dirs]
+
+    def select_nodes(self, logs: Sequence[TraversalLog], mc) -> BuildNodes:
+        """:func:`select_build_nodes` with the ``[mapping]`` thresholds."""
+        return select_build_nodes(logs, min_travel_m=mc.min_travel_m, min_dt_s=mc.min_dt_s, epsilon_s=mc.epsilon_s)
+
+    def distances(self, vnm, logs, nodes: BuildNodes, pairs: np.ndarray, cache: DistanceCache, *, batch: int,
+                  progress: Callable[[int], None]) -> tuple[np.ndarray, int]:
+        """:func:`vnm_pair_distances`."""
+        return vnm_pair_distances(vnm, logs, nodes, pairs, cache, batch=batch, progress=progress)
+
+    def write_images(self, writer, logs, nodes: BuildNodes, clip, *, progress: bool, batch: int, camera=None) -> None:
+        """:func:`write_node_images`."""
+        write_node_images(writer, logs, nodes, clip, progress=progress, batch=batch, camera=camera)
+
+    def summary(self) -> dict:
+        return {"name": self.name}
+
+    def close(self) -> None:
+        """Nothing to stop."""
+
+
+def check_out_path(out: str | Path, *, overwrite: bool) -> Path:
+    """The map file to write, checked before any work.
+
+    Raises
+    ------
+    ValueError
+        ``out`` is a folder, or its folder does not exist.
+    FileExistsError
+        ``out`` exists and ``overwrite`` is False.
+    """
+    out = Path(out)
+    if out.is_dir():
+        raise ValueError(f"--out {out}: is a folder; give the map file's name (e.g. {out}/map.sqlite)")
+    if not out.parent.is_dir():
+        raise ValueError(f"--out {out}: the folder {out.parent} does not exist")
+    if out.exists() and not overwrite:
+        raise FileExistsError(f"{out}: map exists (use --overwrite to replace it)")
+    return out
+
+
 def build_map(
     log_dirs: Sequence[str | Path],
     out: str | Path,
@@ -247,34 +277,44 @@ def build_map(
     progress: bool = False,
     use_vnm: bool = True,
     use_clip: bool = True,
+    engine=None,
 ) -> BuildReport:
     """Build a map file from traversal logs. Returns the build report.
+
+    ``engine`` runs the heavy stages (log reading, node selection, VNM pairs, node images): None or
+    :class:`LocalEngine` in this process, ``robot_app.mapping.map_build_ray.RayEngine`` on a Ray cluster;
+    both give the same map (candidate pairs, edge decisions, reduction and the write are done here).
+    The engine is started here and closed when the build ends.
 
     Raises
     ------
     core.tlog.LogFormatError
         A log folder is not a readable log.
     ValueError
-        No log has frames with GPS fixes.
+        No log has frames with GPS fixes; ``out`` is a folder or in a missing folder.
     FileExistsError
         ``out`` exists and ``overwrite`` is False.
     """
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    mc = config.mapping
-    out = Path(out)
-    if out.is_dir():
-        raise ValueError(f"--out {out}: is a folder; give the map file's name (e.g. {out}/map.sqlite)")
-    if not out.parent.is_dir():
-        raise ValueError(f"--out {out}: the folder {out.parent} does not exist")
-    if out.exists() and not overwrite:
-        raise FileExistsError(f"{out}: map exists (use --overwrite to replace it)")
+    out = check_out_path(out, overwrite=overwrite)
+    engine = engine if engine is not None else LocalEngine()
     models_dir = Path(models_dir or config.paths.models_dir)
+    engine.start(config=config, models_dir=models_dir)
+    try:
+        report = _build(engine, log_dirs, out, config=config, models_dir=models_dir, overwrite=overwrite,
+                        progress=progress, use_vnm=use_vnm, use_clip=use_clip)
+    finally:
+        engine.close()
+    log.info("built %s: %s", out, json.dumps(report.as_dict()))
+    return report
+
+
+def _build(engine, log_dirs, out: Path, *, config, models_dir: Path, overwrite: bool, progress: bool,
+           use_vnm: bool, use_clip: bool) -> BuildReport:
+    mc = config.mapping
     report = BuildReport()
     t0 = time.perf_counter()
-    logs = [read_log(d) for d in log_dirs]
-    nodes = select_build_nodes(logs, min_travel_m=mc.min_travel_m, min_dt_s=mc.min_dt_s, epsilon_s=mc.epsilon_s)
+    logs = engine.read_logs(log_dirs)
+    nodes = engine.select_nodes(logs, mc)
     m = nodes.t_s.size
     report.nodes = m
     vnm = _open_optional("models.vnm:open_vnm", models_dir, config, "VNM") if use_vnm else None
@@ -294,7 +334,7 @@ def build_map(
         tau = mc.tau_steps if mc.tau_steps > 0 else 0.75 * vnm.dist_range_steps[1]
         cache = DistanceCache(out.with_name(out.name + ".build-cache.sqlite"), vnm.model_id)
         with _progress_bar(len(pairs), "VNM distances", progress) as bar:
-            dist, runs = vnm_pair_distances(vnm, logs, nodes, pairs, cache, batch=mc.vnm_batch, progress=bar.update)
+            dist, runs = engine.distances(vnm, logs, nodes, pairs, cache, batch=mc.vnm_batch, progress=bar.update)
         report.vnm_evaluations, report.vnm_cached = runs, int(len(pairs) - runs)
         source, report.distance_source = "vnm", f"vnm ({vnm.model_id})"
     else:
@@ -308,6 +348,41 @@ def build_map(
     report.phase_s["distances"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
+    src, dst, w, kind = _assemble_edges(m, (ts, td, tw), pairs, dist, gps_d, decision, source=source, mc=mc,
+                                        frame_rate=frame_rate, report=report)
+    report.phase_s["reduction"] = time.perf_counter() - t3
+
+    t4 = time.perf_counter()
+    clip = _open_optional("models.clip:open_clip_model", models_dir, config, "CLIP") if use_clip else None
+    report.clip_model = getattr(clip, "model_id", None) if clip is not None else None
+    meta = _build_metadata(log_dirs, mc, tau=tau, frame_rate=frame_rate, report=report, vnm=vnm)
+    with MapWriter.create(out, metadata=meta, overwrite=overwrite) as writer:
+        writer.add_nodes(timestamp_s=nodes.t_s, lat_deg=nodes.lat_deg, lon_deg=nodes.lon_deg,
+                         heading_rad=nodes.heading_rad)
+        engine.write_images(writer, logs, nodes, clip, progress=progress,
+                            batch=max(mc.clip_batch, 256 if clip is None else 1), camera=config.camera)
+        for k in ("temporal", "vnm", "gps"):
+            sel = kind == k
+            if sel.any():
+                writer.add_edges(src[sel], dst[sel], w[sel], source=k)
+        report.engine = engine.summary()
+        writer.set_metadata({"build_report": report.as_dict()})
+    report.phase_s["write"] = time.perf_counter() - t4
+    if cache is not None:
+        cache.close(delete=True)
+    return report
+
+
+def _assemble_edges(m: int, temporal, pairs, dist, gps_d, decision, *, source: str, mc, frame_rate: float,
+                    report: BuildReport):
+    """Temporal + kept pair edges, GPS floor, redundant-edge removal; fills the report's edge counts.
+
+    Returns src, dst (E,) int64, w (E,) float64 D in time steps and kind (E,) str.
+    """
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    ts, td, tw = temporal
     src = np.concatenate([ts, pairs[decision.keep, 0]])
     dst = np.concatenate([td, pairs[decision.keep, 1]])
     vw = np.maximum(dist[decision.keep], 0.0)
@@ -324,12 +399,11 @@ def build_map(
     report.edges = {k: int((kind == k).sum()) for k in ("temporal", "vnm", "gps")}
     g = csr_matrix((np.ones(len(src)), (src, dst)), shape=(m, m))
     report.components = int(connected_components(g, directed=False)[0])
-    report.phase_s["reduction"] = time.perf_counter() - t3
+    return src, dst, w, kind
 
-    t4 = time.perf_counter()
-    clip = _open_optional("models.clip:open_clip_model", models_dir, config, "CLIP") if use_clip else None
-    report.clip_model = getattr(clip, "model_id", None) if clip is not None else None
-    meta = {"build": {"logs": [str(Path(d)) for d in log_dirs], "epsilon_s": mc.epsilon_s,
+
+def _build_metadata(log_dirs, mc, *, tau: float, frame_rate: float, report: BuildReport, vnm) -> dict:
+    return {"build": {"logs": [str(Path(d)) for d in log_dirs], "epsilon_s": mc.epsilon_s,
                       "min_travel_m": mc.min_travel_m, "min_dt_s": mc.min_dt_s, "tau_steps": tau, "eta_m": mc.eta_m,
                       "candidate_k": mc.candidate_k, "candidate_radius_m": mc.candidate_radius_m,
                       "reduction_tolerance": mc.reduction_tolerance, "frame_rate_hz": frame_rate,
@@ -338,24 +412,48 @@ def build_map(
                       "node_headings": HEADINGS_METHOD,
                       "distance_source": report.distance_source,
                       "models": {"vnm": getattr(vnm, "model_id", None), "clip": report.clip_model}}}
-    with MapWriter.create(out, metadata=meta, overwrite=overwrite) as writer:
-        writer.add_nodes(timestamp_s=nodes.t_s, lat_deg=nodes.lat_deg, lon_deg=nodes.lon_deg,
-                         heading_rad=nodes.heading_rad)
-        _write_images(writer, logs, nodes, clip, progress=progress,
-                      batch=max(mc.clip_batch, 256 if clip is None else 1), camera=config.camera)
-        for k in ("temporal", "vnm", "gps"):
-            sel = kind == k
-            if sel.any():
-                writer.add_edges(src[sel], dst[sel], w[sel], source=k)
-        writer.set_metadata({"build_report": report.as_dict()})
-    report.phase_s["write"] = time.perf_counter() - t4
-    if cache is not None:
-        cache.close(delete=True)
-    log.info("built %s: %s", out, json.dumps(report.as_dict()))
-    return report
 
 
-def _write_images(writer, logs, nodes: BuildNodes, clip, *, progress: bool, batch: int, camera=None) -> None:
+def plain_clip(camera) -> bool:
+    """True when CLIP embeds the raw frame (no rectification, one crop): see :func:`write_node_images`."""
+    return camera is None or (not camera.fisheye_k and camera.clip_crops == 1)
+
+
+def image_rows(idx: list[int], jpegs: list[bytes], clip, camera) -> list[tuple]:
+    """What :meth:`MapWriter.add_images` gets for one batch of nodes: ``[(node ids, jpegs, camera, embeddings)]``.
+
+    ``camera`` None is the raw frame (``"front"``); ``embeddings`` None or {model id: (B, D) float32}.
+    """
+    if clip is None or plain_clip(camera):
+        emb = {clip.model_id: clip.encode_images([decode_jpeg(j) for j in jpegs])} if clip else None
+        return [(idx, jpegs, None, emb)]
+    rows: list[tuple] = [(idx, jpegs, None, None)]
+    views = [clip_views(decode_jpeg(j), camera) for j in jpegs]
+    for k in range(camera.clip_crops):
+        crops = [v[k] for v in views]
+        rows.append((idx, [encode_jpeg(c) for c in crops], f"front/clip-crop-{k}",
+                     {clip.model_id: clip.encode_images(crops)}))
+    return rows
+
+
+def write_image_rows(writer, rows: list[tuple]) -> None:
+    """Write the rows of :func:`image_rows` in order."""
+    for idx, jpegs, cam, emb in rows:
+        if cam is None:
+            writer.add_images(idx, jpegs, embeddings=emb)
+        else:
+            writer.add_images(idx, jpegs, camera=cam, embeddings=emb)
+
+
+def node_batches(nodes: BuildNodes, batch: int):
+    """(log index, (B,) int64 node ids) batches of at most ``batch`` nodes, log by log, in node order."""
+    for li in np.unique(nodes.log_index).tolist():
+        mine = np.flatnonzero(nodes.log_index == li)
+        for s in range(0, mine.size, batch):
+            yield int(li), mine[s:s + batch]
+
+
+def write_node_images(writer, logs, nodes: BuildNodes, clip, *, progress: bool, batch: int, camera=None) -> None:
     """Copy each node's frame into the map (one transaction per batch), with CLIP embeddings if installed.
 
     Without rectification and with one crop, CLIP embeds the raw frame (its own preprocessing takes the
@@ -363,25 +461,15 @@ def _write_images(writer, logs, nodes: BuildNodes, clip, *, progress: bool, batc
     :func:`robot_app.mapping.image_prep.clip_views` (crops of the rectified frame) are stored as extra images
     of the node (``camera = "front/clip-crop-K"``), each with its embedding; the raw frame is kept as is.
     """
-    plain = camera is None or (not camera.fisheye_k and camera.clip_crops == 1)
-    n = nodes.t_s.size
-    with _progress_bar(n, "node images", progress, unit="node") as bar:
-        for li, tl in enumerate(logs):
-            mine = np.flatnonzero(nodes.log_index == li)
-            for s in range(0, mine.size, batch):
-                idx = mine[s:s + batch]
-                jpegs = tl.frame_jpeg(tl.frame_id[nodes.frame_index[idx]])
-                if clip is None or plain:
-                    emb = {clip.model_id: clip.encode_images([decode_jpeg(j) for j in jpegs])} if clip else None
-                    writer.add_images(idx.tolist(), jpegs, embeddings=emb)
-                else:
-                    writer.add_images(idx.tolist(), jpegs)
-                    views = [clip_views(decode_jpeg(j), camera) for j in jpegs]
-                    for k in range(camera.clip_crops):
-                        crops = [v[k] for v in views]
-                        writer.add_images(idx.tolist(), [encode_jpeg(c) for c in crops], camera=f"front/clip-crop-{k}",
-                                          embeddings={clip.model_id: clip.encode_images(crops)})
-                bar.update(idx.size)
+    with _progress_bar(nodes.t_s.size, "node images", progress, unit="node") as bar:
+        for li, idx in node_batches(nodes, batch):
+            tl = logs[li]
+            jpegs = tl.frame_jpeg(tl.frame_id[nodes.frame_index[idx]])
+            write_image_rows(writer, image_rows(idx.tolist(), jpegs, clip, camera))
+            bar.update(idx.size)
+
+
+_write_images = write_node_images  # the name before the engines (kept for callers of the private name)
 
 
 def encode_jpeg(rgb: np.ndarray, quality: int = 90) -> bytes:

@@ -104,3 +104,15 @@ def test_node_spacing_follows_odometry_not_gps_noise(tmp_path):
     clean = build_map([tmp_path / "clean"], tmp_path / "c.map", config=cfg(tmp_path)).nodes
     noisy = build_map([tmp_path / "noisy"], tmp_path / "n.map", config=cfg(tmp_path)).nodes
     assert 29 <= clean <= 31 and abs(noisy - clean) <= 2  # one node per 3 m over 90 m
+
+
+def test_cli_engine_flags_are_checked_before_any_work(tmp_path, crossing_logs, capsys, monkeypatch):
+    logs = [str(d) for d in crossing_logs]
+    assert main(["map", "build", *logs, "--out", str(tmp_path / "m.map"), "--workers", "2"]) == 2
+    assert "--engine ray" in capsys.readouterr().err
+    assert main(["map", "build", *logs, "--out", str(tmp_path / "m.map"), "--engine", "ray", "--workers", "0"]) == 2
+    assert "--workers" in capsys.readouterr().err
+    monkeypatch.setitem(__import__("robot_app.extras").extras.EXTRAS, "fleet", ("no_such_module_for_the_test",))
+    assert main(["map", "build", *logs, "--out", str(tmp_path / "m.map"), "--engine", "ray"]) == 2
+    assert "robot-app[fleet]" in capsys.readouterr().err
+    assert not (tmp_path / "m.map").exists()
