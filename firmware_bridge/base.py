@@ -21,14 +21,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import math
 import struct
 import time
 
 from firmware_bridge import ros1
+from firmware_bridge.command_gate import DriveCommandGate
 from firmware_bridge.driver import SerialDriver
-from firmware_bridge.errors import EStopLatched, FrameError, LinkLost, ProtocolMismatch
-from firmware_bridge.kinematics import VelocityLimiter, twist_to_wheels
+from firmware_bridge.errors import FrameError, LinkLost, ProtocolMismatch
+from firmware_bridge.kinematics import twist_to_wheels
 from firmware_bridge.nmea import NmeaDecoder
 from firmware_bridge.readings import BaseStatus, ImuReading, WheelFeedback, WheelState
 from firmware_bridge.rosserial import (
@@ -56,7 +56,7 @@ FEEDBACK_SILENCE_S = 1.0  # Feedback is 50 Hz: a second without it means the MCU
 _ROS_LOG_LEVELS = {1: logging.DEBUG, 2: logging.INFO, 4: logging.WARNING, 8: logging.ERROR, 16: logging.CRITICAL}
 
 
-class JackalBase(SerialDriver):
+class JackalBase(DriveCommandGate, SerialDriver):
     """Jackal base MCU driver. Readings: :class:`WheelFeedback`, :class:`BaseStatus`,
     :class:`ImuReading` (``imu/data_raw``, with the latest ``imu/mag`` field attached), GPS fixes from
     ``navsat/nmea_sentence``.
@@ -83,16 +83,11 @@ class JackalBase(SerialDriver):
     def __init__(self, port: str, *, robot, baud: int = 115200, handshake_timeout_s: float = 5.0,
                  nmea: NmeaDecoder | None = None, wifi_connected: bool = False, **kwargs) -> None:
         super().__init__(port, baud=baud, **kwargs)
-        self.robot = robot
+        self._init_gate(robot)
         self.handshake_timeout_s = handshake_timeout_s
         self.nmea = nmea or NmeaDecoder()
         self.wifi_connected = wifi_connected
         self.frames = FrameDecoder()
-        self._limiter = VelocityLimiter(max_v_mps=robot.max_v_mps, max_omega_radps=robot.max_omega_radps,
-                                        max_accel_mps2=robot.max_accel_mps2, max_alpha_radps2=robot.max_alpha_radps2)
-        self._cmd = (0.0, 0.0, -math.inf)  # v, omega, monotonic time
-        self._estop_reason: str | None = None
-        self._stale_logged = False
         self.frame_errors: dict[str, int] = {}
         self.sent_log: collections.deque = collections.deque(maxlen=10000)  # (monotonic, before the write; Drive)
         self.tick_lateness_s: collections.deque = collections.deque(maxlen=5000)  # drive tick vs schedule
@@ -101,30 +96,13 @@ class JackalBase(SerialDriver):
         self._reset_session()
 
     # -- public drive API -------------------------------------------------------------------------
-    def set_velocity(self, v_mps: float, omega_radps: float) -> None:
-        """Command body velocity (m/s forward, rad/s CCW); it must be renewed within ``cmd_timeout_s``.
-
-        Raises
-        ------
-        EStopLatched
-            While the e-stop latch is set.
-        ValueError
-            For NaN or infinite values.
-        """
-        if not (math.isfinite(v_mps) and math.isfinite(omega_radps)):
-            raise ValueError(f"velocity command must be finite, got v={v_mps}, omega={omega_radps}")
-        if self._estop_reason is not None:
-            raise EStopLatched(f"drive command refused: e-stop latched ({self._estop_reason}); call reset_estop()")
-        self._cmd = (float(v_mps), float(omega_radps), time.monotonic())
-
     def halt(self) -> None:
         """Zero velocity now, not ramped through the acceleration limiter: for a host whose command
         source went stale or away (a deliberate ``set_velocity(0, 0)`` still decelerates within the
         limits). When the last frame sent was not already zero, a zero ``Drive`` frame goes out at once
         instead of at the next drive tick; later ticks keep sending zero until the next
         :meth:`set_velocity`. Never raises (a latched e-stop already sends zero)."""
-        self._cmd = (0.0, 0.0, time.monotonic())
-        self._limiter.reset()
+        self._halt_command()
         last = self.last_drive
         if (last is not None and (last.left != 0.0 or last.right != 0.0) and not self._closing
                 and "cmd_drive" in self._subs):
@@ -134,32 +112,9 @@ class JackalBase(SerialDriver):
                 self.last_drive = zero
                 self.sent_log.append((t_send, zero))
 
-    def estop(self, reason: str = "software e-stop") -> None:
-        """Latch zero velocity now; only :meth:`reset_estop` clears it."""
-        if self._estop_reason is None:
-            log.warning("%s: e-stop latched: %s", self.name, reason)
-        self._estop_reason = self._estop_reason or reason
-        self._cmd = (0.0, 0.0, -math.inf)
-        self._limiter.reset()
-
-    def reset_estop(self) -> None:
-        """Clear the e-stop latch.
-
-        Raises
-        ------
-        EStopLatched
-            If the MCU's latest status still reports the external stop loop open.
-        """
-        st = self.latest(BaseStatus)
-        if st is not None and st.estop_stopped:
-            raise EStopLatched("cannot reset: the hardware e-stop is still engaged")
-        self._estop_reason = None
-        self._cmd = (0.0, 0.0, -math.inf)
-        log.info("%s: e-stop reset", self.name)
-
-    @property
-    def estop_latched(self) -> bool:
-        return self._estop_reason is not None
+    def _engaged_estop(self) -> str | None:
+        st = self.latest(BaseStatus)  # the MCU's latest status: the external stop loop still open
+        return "hardware e-stop" if st is not None and st.estop_stopped else None
 
     @property
     def topics(self) -> dict:
@@ -238,18 +193,7 @@ class JackalBase(SerialDriver):
     def _send_drive(self, now: float, dt_s: float) -> None:
         if self._closing:  # close() has sent MODE_NONE and tx-stop: nothing more
             return
-        v_cmd, w_cmd, t_cmd = self._cmd
-        stale = now - t_cmd > self.robot.cmd_timeout_s
-        if stale and not self._stale_logged and t_cmd > -math.inf and self._estop_reason is None:
-            log.warning("%s: no drive command for %.2f s: stopping", self.name, now - t_cmd)
-        self._stale_logged = stale
-        if self._estop_reason is not None or stale:
-            # Stale or e-stopped: zero at once, not ramped (a stale command must not keep the robot
-            # rolling for the ramp time; the MCU brakes the wheels to the commanded zero).
-            self._limiter.reset()
-            v, w = 0.0, 0.0
-        else:
-            v, w = self._limiter.step(v_cmd, w_cmd, dt_s)
+        v, w = self._gate_step(now, dt_s)  # stale or e-stopped: zero at once; the MCU brakes to it
         left, right = twist_to_wheels(v, w, wheel_radius_m=self.robot.wheel_radius_m,
                                       wheel_separation_m=self.robot.wheel_separation_m)
         msg = ros1.Drive(ros1.Drive.MODE_VELOCITY, left, right)

@@ -30,8 +30,8 @@ import logging
 import math
 import time
 
-from firmware_bridge.errors import EStopLatched
-from firmware_bridge.kinematics import VelocityLimiter, twist_to_wheels
+from firmware_bridge.command_gate import DriveCommandGate
+from firmware_bridge.kinematics import twist_to_wheels
 from firmware_bridge.readings import BaseStatus, WheelFeedback, WheelState
 from firmware_bridge.ros2.dds import DEFAULT, SENSOR_DATA
 from firmware_bridge.ros2.driver import Ros2Driver
@@ -45,7 +45,7 @@ MODE_VELOCITY = 0
 _NAN = float("nan")
 
 
-class Ros2Base(Ros2Driver):
+class Ros2Base(DriveCommandGate, Ros2Driver):
     """Base driver of the ``ros2`` backend (see the module doc).
 
     Parameters
@@ -84,14 +84,9 @@ class Ros2Base(Ros2Driver):
                 self.topic(t)  # validates
         if not cmd_topic:
             raise ValueError("the base needs a command topic")
-        self.robot = robot
+        self._init_gate(robot)
         self.cmd_topic, self.cmd_type, self.frame_id = cmd_topic, cmd_type, frame_id
         self.odom_topic, self.estop_topic, self.battery_topic = odom_topic, estop_topic, battery_topic
-        self._limiter = VelocityLimiter(max_v_mps=robot.max_v_mps, max_omega_radps=robot.max_omega_radps,
-                                        max_accel_mps2=robot.max_accel_mps2, max_alpha_radps2=robot.max_alpha_radps2)
-        self._cmd = (0.0, 0.0, -math.inf)
-        self._estop_reason: str | None = None
-        self._stale_logged = False
         self._cmd_writer = None
         self._msgs = None
         self._travel = [0.0, 0.0]
@@ -104,55 +99,15 @@ class Ros2Base(Ros2Driver):
         self.last_twist: tuple | None = None  # (v m/s, omega rad/s) last published
 
     # -- public drive API (as JackalBase) ---------------------------------------------------------
-    def set_velocity(self, v_mps: float, omega_radps: float) -> None:
-        """Command body velocity (m/s forward, rad/s CCW); it must be renewed within ``cmd_timeout_s``.
-
-        Raises
-        ------
-        EStopLatched
-            While the e-stop latch is set.
-        ValueError
-            For NaN or infinite values.
-        """
-        if not (math.isfinite(v_mps) and math.isfinite(omega_radps)):
-            raise ValueError(f"velocity command must be finite, got v={v_mps}, omega={omega_radps}")
-        if self._estop_reason is not None:
-            raise EStopLatched(f"drive command refused: e-stop latched ({self._estop_reason}); call reset_estop()")
-        self._cmd = (float(v_mps), float(omega_radps), time.monotonic())
-
     def halt(self) -> None:
         """Zero velocity now, not ramped; a zero command is published at once when the last one was not
         zero. Never raises."""
-        self._cmd = (0.0, 0.0, time.monotonic())
-        self._limiter.reset()
+        self._halt_command()
         if self.last_twist not in (None, (0.0, 0.0)) and not self._closing:
             self._publish_twist(0.0, 0.0)
 
-    def estop(self, reason: str = "software e-stop") -> None:
-        """Latch zero velocity now; only :meth:`reset_estop` clears it."""
-        if self._estop_reason is None:
-            log.warning("%s: e-stop latched: %s", self.name, reason)
-        self._estop_reason = self._estop_reason or reason
-        self._cmd = (0.0, 0.0, -math.inf)
-        self._limiter.reset()
-
-    def reset_estop(self) -> None:
-        """Clear the e-stop latch.
-
-        Raises
-        ------
-        EStopLatched
-            If the platform's e-stop topic still reports the robot stopped.
-        """
-        if self._estop_state:
-            raise EStopLatched("cannot reset: the platform e-stop is still engaged")
-        self._estop_reason = None
-        self._cmd = (0.0, 0.0, -math.inf)
-        log.info("%s: e-stop reset", self.name)
-
-    @property
-    def estop_latched(self) -> bool:
-        return self._estop_reason is not None
+    def _engaged_estop(self) -> str | None:
+        return "platform e-stop" if self._estop_state else None  # the e-stop topic still reports it
 
     @property
     def topics(self) -> dict:
@@ -217,17 +172,7 @@ class Ros2Base(Ros2Driver):
     def _send_drive(self, now: float, dt_s: float) -> None:
         if self._closing:
             return
-        v_cmd, w_cmd, t_cmd = self._cmd
-        stale = now - t_cmd > self.robot.cmd_timeout_s
-        if stale and not self._stale_logged and t_cmd > -math.inf and self._estop_reason is None:
-            log.warning("%s: no drive command for %.2f s: stopping", self.name, now - t_cmd)
-        self._stale_logged = stale
-        if self._estop_reason is not None or stale:
-            self._limiter.reset()  # stale or e-stopped: zero at once, not ramped (as the serial base)
-            v, w = 0.0, 0.0
-        else:
-            v, w = self._limiter.step(v_cmd, w_cmd, dt_s)
-        self._publish_twist(v, w)
+        self._publish_twist(*self._gate_step(now, dt_s))  # stale or e-stopped: zero at once (as the serial base)
 
     def _publish_twist(self, v: float, w: float) -> None:
         m = self._msgs

@@ -1,0 +1,107 @@
+"""The drive-command rules every base driver applies, whatever carries the command (rosserial or DDS).
+
+:meth:`DriveCommandGate.set_velocity` stores ``(v m/s, omega rad/s)`` with its time; each drive tick asks
+:meth:`DriveCommandGate._gate_step` for the twist to send: the command clipped to the speed and
+acceleration limits (:class:`~firmware_bridge.kinematics.VelocityLimiter`), or zero at once (not ramped)
+when it is older than ``cmd_timeout_s`` (0.25 s, the stock Jackal ``cmd_vel_timeout``) or an e-stop is
+latched. :meth:`estop` latches zero until :meth:`reset_estop`, which a driver refuses while its platform
+still reports the stop engaged (:meth:`_engaged_estop`). JACKAL_PROTOCOL.md, "Base MCU link".
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+from firmware_bridge.errors import EStopLatched
+from firmware_bridge.kinematics import VelocityLimiter
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DriveCommandGate"]
+
+
+class DriveCommandGate:
+    """Mixin of the base drivers: the command, its staleness and the e-stop latch.
+
+    A driver calls :meth:`_init_gate` in its constructor (``robot``: anything with ``max_v_mps``,
+    ``max_omega_radps``, ``max_accel_mps2``, ``max_alpha_radps2``, ``cmd_timeout_s``), :meth:`_gate_step`
+    on each drive tick, and overrides :meth:`_engaged_estop`; it has a ``name``.
+    """
+
+    name = "base"
+
+    def _init_gate(self, robot) -> None:
+        self.robot = robot
+        self._limiter = VelocityLimiter(max_v_mps=robot.max_v_mps, max_omega_radps=robot.max_omega_radps,
+                                        max_accel_mps2=robot.max_accel_mps2, max_alpha_radps2=robot.max_alpha_radps2)
+        self._cmd = (0.0, 0.0, -math.inf)  # v, omega, monotonic time
+        self._estop_reason: str | None = None
+        self._stale_logged = False
+
+    def set_velocity(self, v_mps: float, omega_radps: float) -> None:
+        """Command body velocity (m/s forward, rad/s CCW); it must be renewed within ``cmd_timeout_s``.
+
+        Raises
+        ------
+        EStopLatched
+            While the e-stop latch is set.
+        ValueError
+            For NaN or infinite values.
+        """
+        if not (math.isfinite(v_mps) and math.isfinite(omega_radps)):
+            raise ValueError(f"velocity command must be finite, got v={v_mps}, omega={omega_radps}")
+        if self._estop_reason is not None:
+            raise EStopLatched(f"drive command refused: e-stop latched ({self._estop_reason}); call reset_estop()")
+        self._cmd = (float(v_mps), float(omega_radps), time.monotonic())
+
+    def _halt_command(self) -> None:
+        """Zero the command now and forget the ramp (the drivers' ``halt`` then sends a zero at once)."""
+        self._cmd = (0.0, 0.0, time.monotonic())
+        self._limiter.reset()
+
+    def estop(self, reason: str = "software e-stop") -> None:
+        """Latch zero velocity now; only :meth:`reset_estop` clears it."""
+        if self._estop_reason is None:
+            log.warning("%s: e-stop latched: %s", self.name, reason)
+        self._estop_reason = self._estop_reason or reason
+        self._cmd = (0.0, 0.0, -math.inf)
+        self._limiter.reset()
+
+    def _engaged_estop(self) -> str | None:
+        """What still holds the robot stopped (a hardware or platform e-stop), or None."""
+        return None
+
+    def reset_estop(self) -> None:
+        """Clear the e-stop latch.
+
+        Raises
+        ------
+        EStopLatched
+            If the platform still reports its e-stop engaged (:meth:`_engaged_estop`).
+        """
+        engaged = self._engaged_estop()
+        if engaged:
+            raise EStopLatched(f"cannot reset: the {engaged} is still engaged")
+        self._estop_reason = None
+        self._cmd = (0.0, 0.0, -math.inf)
+        log.info("%s: e-stop reset", self.name)
+
+    @property
+    def estop_latched(self) -> bool:
+        return self._estop_reason is not None
+
+    def _gate_step(self, now: float, dt_s: float) -> tuple:
+        """The twist ``(v m/s, omega rad/s)`` to send on this drive tick (``now``: monotonic s; ``dt_s``: the
+        tick's period): zero at once when the command is stale or an e-stop is latched (a stale command
+        must not keep the robot rolling for the ramp time), else the command through the limiter."""
+        v_cmd, w_cmd, t_cmd = self._cmd
+        stale = now - t_cmd > self.robot.cmd_timeout_s
+        if stale and not self._stale_logged and t_cmd > -math.inf and self._estop_reason is None:
+            log.warning("%s: no drive command for %.2f s: stopping", self.name, now - t_cmd)
+        self._stale_logged = stale
+        if self._estop_reason is not None or stale:
+            self._limiter.reset()
+            return 0.0, 0.0
+        return self._limiter.step(v_cmd, w_cmd, dt_s)
