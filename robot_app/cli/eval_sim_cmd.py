@@ -32,7 +32,7 @@ def register(sub, groups) -> None:
                    help="models folder (default: the shipped sim models, else [paths] models_dir)")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: ./eval-sim-WORLD)")
     p.add_argument("--seed", type=int, default=0, help="seed of the exploration's and the drives' noise (default 0)")
-    p.add_argument("--parser", choices=("auto", "rules", "llm"), default=None,
+    p.add_argument("--parser", choices=("auto", "rules", "llm", "llm-spans"), default=None,
                    help="landmark parser (default: [llm] landmark_parser)")
     p.add_argument("--alpha", type=float, default=None,
                    help="walk-length weight per VNM time step (default: the alpha `eval sim-tune --write` recorded "
@@ -53,6 +53,7 @@ def register(sub, groups) -> None:
                         "driving speed + 60 s)")
     p.add_argument("--no-drive", action="store_true", help="planning metrics only (skip the simulated drives)")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    _engine_args(p)
     p.set_defaults(func=_eval_sim)
 
     t = groups["eval"].add_parser(
@@ -87,6 +88,7 @@ def register(sub, groups) -> None:
                    help="record the chosen alpha and cosine cap in the models folder (planner-tuning.json), "
                         "where eval sim and demo take them from for those model files")
     t.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    _engine_args(t)
     t.set_defaults(func=_eval_sim_tune)
 
 
@@ -103,8 +105,37 @@ def _number_grid(text: str | None, flag: str, default: tuple, ok, rule: str) -> 
     return grid
 
 
+def _engine_args(p) -> None:
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local: the instructions one after the other here (default); ray: fanned out over Ray "
+                        "workers (the fleet extra), the same figures")
+    p.add_argument("--ray-address", metavar="ADDR", help="with --engine ray: join this cluster (ray://head:10001, "
+                   "auto); default: a local Ray runtime")
+    p.add_argument("--workers", type=int, metavar="N", help="with --engine ray: worker processes (default: the "
+                   "cluster's CPUs)")
+
+
+def _rows_fn(args, fan_out: str = "eval_rows_on_ray"):
+    """None (local) or the Ray fan-out of ``--engine ray`` (``fan_out``: the function of
+    robot_app.sim.eval_ray); checks the flags and the fleet extra."""
+    if args.engine == "local":
+        if args.ray_address or args.workers is not None:
+            raise UsageError("--ray-address and --workers need --engine ray")
+        return None
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers: expected >= 1, got {args.workers}")
+    require("fleet", what=f"{args.command_name} --engine ray")
+    import functools
+
+    from robot_app.sim import eval_ray
+
+    return functools.partial(getattr(eval_ray, fan_out), address=args.ray_address, workers=args.workers)
+
+
 def _eval_sim(args, config) -> int:
     require("sim", what="eval sim (the simulated world)")
+    args.command_name = "eval sim"
+    rows_fn = _rows_fn(args)
     from robot_app.sim.eval import EvalError, EvalSettings, run_sim_eval
     from robot_app.sim.eval_drive import DriveParams
     from robot_app.sim.eval_instructions import InstructionFileError
@@ -136,7 +167,7 @@ def _eval_sim(args, config) -> int:
                             execute=not args.no_drive, limit=args.limit, progress=not args.json,
                             drive=DriveParams(time_limit_s=args.drive_time_limit))
     try:
-        report = run_sim_eval(settings, config)
+        report = run_sim_eval(settings, config, rows_fn=rows_fn)
     except (WorldError, InstructionFileError, EvalError) as exc:
         raise UsageError(str(exc)) from exc
     if args.json:
@@ -158,6 +189,8 @@ def _eval_sim(args, config) -> int:
 
 def _eval_sim_tune(args, config) -> int:
     require("sim", what="eval sim-tune (the simulated world)")
+    args.command_name = "eval sim-tune"
+    grid_fn = _rows_fn(args, "dev_grid_on_ray")
     from robot_app.sim.eval import EvalError
     from robot_app.sim.eval_instructions import InstructionFileError
     from robot_app.sim.eval_tune import DEFAULT_ALPHAS, DEFAULT_MAX_COSINES, TuneSettings, run_sim_tune
@@ -183,7 +216,7 @@ def _eval_sim_tune(args, config) -> int:
                             alphas=alphas, max_cosines=caps, logit_scale=args.logit_scale, write=args.write,
                             progress=not args.json)
     try:
-        report = run_sim_tune(settings, config)
+        report = run_sim_tune(settings, config, grid_fn=grid_fn)
     except (WorldError, InstructionFileError, EvalError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
     except OSError as exc:

@@ -348,8 +348,36 @@ def _replanner(ctx: _Context, cfg, *, images: bool):
     return replan
 
 
-def run_sim_eval(settings: EvalSettings, config) -> dict:
+def eval_instruction(ctx: _Context, k: int, ins, parse_fn) -> dict:
+    """The report row of instruction ``k`` of the set: parsed, grounded and planned, then (``execute``)
+    driven with the seed ``seed + 101 k``, so a row does not depend on which process computes it."""
+    row, walks = _plan_row(ctx, ins, parse_fn)
+    if ctx.s.execute and "lmnav" in walks:
+        _execute(ctx, row, walks["lmnav"], ctx.s.seed + 101 * k)
+    return row
+
+
+def open_eval_context(settings: EvalSettings, cfg, models_dir, map_path, log_dir):
+    """``(context, parse_fn, close)`` for evaluating instructions on a built map in this process (the
+    local loop, or one Ray worker of ``eval sim --engine ray``: robot_app.sim.eval_ray)."""
+    topomap = open_map(map_path)
+    try:
+        ctx = _Context(load_world(settings.world), topomap, cfg, Path(models_dir), Path(log_dir), settings)
+    except BaseException:
+        topomap.close()
+        raise
+
+    def parse_fn(text):
+        return parse_instruction(text, config=cfg, parser=settings.parser)
+    return ctx, parse_fn, topomap.close
+
+
+def run_sim_eval(settings: EvalSettings, config, rows_fn=None) -> dict:
     """Run the evaluation (module docstring); returns the JSON-ready report and writes it to the output folder.
+
+    ``rows_fn(settings, cfg, models_dir, map_path, log_dir, items) -> list of rows`` evaluates the
+    instructions elsewhere (``eval sim --engine ray``: :func:`robot_app.sim.eval_ray.eval_rows_on_ray`); by
+    default they run here, one after the other. Either way each row is :func:`eval_instruction`'s.
 
     Raises
     ------
@@ -381,19 +409,16 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
         cfg = dataclasses.replace(cfg, planner=dataclasses.replace(cfg.planner, max_cosine=float(cap)))
     log_dir, explore_info, explore_cached = _explore(world, iset, settings, out)
     map_path, build_info, map_cached = _build(log_dir, models_dir, cfg, explore_info["key"], out, settings.progress)
-    rows = []
-    with open_map(map_path) as topomap:
-        ctx = _Context(world, topomap, cfg, models_dir, log_dir, settings)
-
-        def parse_fn(text):
-            return parse_instruction(text, config=cfg, parser=settings.parser)
-
-        for k, ins in enumerate(tqdm(items, desc=f"eval {world.name}", unit="instruction",
-                                     disable=not settings.progress, leave=False, dynamic_ncols=True)):
-            row, walks = _plan_row(ctx, ins, parse_fn)
-            if settings.execute and "lmnav" in walks:
-                _execute(ctx, row, walks["lmnav"], settings.seed + 101 * k)
-            rows.append(row)
+    ctx, parse_fn, close = open_eval_context(settings, cfg, models_dir, map_path, log_dir)
+    try:
+        if rows_fn is not None:
+            rows = rows_fn(settings, cfg, models_dir, map_path, log_dir, items)
+        else:
+            rows = [eval_instruction(ctx, k, ins, parse_fn)
+                    for k, ins in enumerate(tqdm(items, desc=f"eval {world.name}", unit="instruction",
+                                                 disable=not settings.progress, leave=False, dynamic_ncols=True))]
+    finally:
+        close()
     report = {"world": world.name, "instructions_file": str(ipath), "models_dir": str(models_dir),
               "models": {"clip": ctx.clip.model_id, "vnm": getattr(ctx.vnm, "model_id", None)},
               "seed": settings.seed, "alpha": cfg.planner.alpha, "alpha_source": alpha_source,
@@ -402,6 +427,7 @@ def run_sim_eval(settings: EvalSettings, config) -> dict:
               "logit_scale": cfg.planner.logit_scale or ctx.clip.logit_scale, "normalise": cfg.planner.normalise,
               "node_spacing_m": cfg.mapping.min_travel_m,
               "parser": settings.parser or cfg.llm.landmark_parser,
+              "engine": "local" if rows_fn is None else "ray",
               "exploration": {**{k: v for k, v in explore_info.items() if k != "key"}, "cached": explore_cached},
               "map": {**build_info, "cached": map_cached},
               "truth_params": dataclasses.asdict(settings.truth), "drive_params": dataclasses.asdict(settings.drive),

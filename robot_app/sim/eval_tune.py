@@ -348,7 +348,20 @@ def pick_cap(caps, alphas, rates_by_cap) -> tuple[float, float]:
     return best[1], best[2]
 
 
-def run_sim_tune(settings: TuneSettings, config) -> dict:
+def dev_grid(ctx, ins: DevInstruction, caps, alphas, scale: float) -> np.ndarray:
+    """Planning success of one development instruction for every (cosine cap, alpha): bool
+    ``(len(caps), len(alphas))``; ``ctx`` is an evaluation context (robot_app.sim.eval.open_eval_context)."""
+    text = ctx.clip.encode_landmarks(list(ins.phrases))
+    cos = node_similarity(ctx.image_emb, ctx.image_node, text, n_nodes=len(ctx.map.nodes))
+    out = np.zeros((len(caps), len(alphas)), dtype=bool)
+    for c, cap in enumerate(caps):
+        logp = log_likelihoods(cos, logit_scale=scale, normalise=ctx.config.planner.normalise, max_cosine=cap)
+        for i, a in enumerate(alphas):
+            out[c, i] = dev_success(ctx.csr, logp, ins, a)
+    return out
+
+
+def run_sim_tune(settings: TuneSettings, config, grid_fn=None) -> dict:
     """Generate the development sets, measure LM-Nav planning success per alpha and per cosine cap
     (``[planner] max_cosine``), and pick both (:func:`pick_cap`).
 
@@ -360,7 +373,10 @@ def run_sim_tune(settings: TuneSettings, config) -> dict:
     Uses (or records and builds) the same exploration and map as ``robot-app eval sim`` in
     ``out_dir/<world>``. Returns the JSON-ready report, also written to ``out_dir/sim-tune.json``, with a
     chart ``out_dir/sim-tune.png`` (success rate against alpha, per world); with ``settings.write`` also
-    :func:`write_tuning` (the report's ``written`` is that file).
+    :func:`write_tuning` (the report's ``written`` is that file). ``grid_fn(settings, cfg, models_dir, map_path,
+    log_dir, dev, caps, alphas, logit_scale) -> bool (caps, alphas, instructions)`` computes the grid
+    elsewhere (``--engine ray``: :func:`robot_app.sim.eval_ray.dev_grid_on_ray`); each column is
+    :func:`dev_grid`'s either way.
 
     Raises
     ------
@@ -401,14 +417,12 @@ def run_sim_tune(settings: TuneSettings, config) -> dict:
             scale = settings.logit_scale or cfg.planner.logit_scale or ctx.clip.logit_scale
             dev = generate_dev_set(world, None, ctx.true_xy, ctx.true_yaw, n=settings.n, seed=settings.seed,
                                    params=settings.truth)
-            ok = np.zeros((len(caps), len(alphas), len(dev)), dtype=bool)
-            for j, ins in enumerate(dev):
-                text = ctx.clip.encode_landmarks(list(ins.phrases))
-                cos = node_similarity(ctx.image_emb, ctx.image_node, text, n_nodes=len(topomap.nodes))
-                for c, cap in enumerate(caps):
-                    logp = log_likelihoods(cos, logit_scale=scale, normalise=cfg.planner.normalise, max_cosine=cap)
-                    for i, a in enumerate(alphas):
-                        ok[c, i, j] = dev_success(ctx.csr, logp, ins, a)
+            if grid_fn is not None and dev:
+                ok = grid_fn(es, cfg, models_dir, map_path, log_dir, dev, caps, alphas, float(scale))
+            else:
+                ok = np.zeros((len(caps), len(alphas), len(dev)), dtype=bool)
+                for j, ins in enumerate(dev):
+                    ok[:, :, j] = dev_grid(ctx, ins, caps, alphas, scale)
         report["worlds"][world.name] = {
             "instructions": len(dev), "logit_scale": float(scale), "clip_model": ctx.clip.model_id,
             "vnm_model": getattr(ctx.vnm, "model_id", None),
