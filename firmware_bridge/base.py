@@ -90,7 +90,6 @@ class JackalBase(DriveCommandGate, SerialDriver):
         self.frames = FrameDecoder()
         self.frame_errors: dict[str, int] = {}
         self.sent_log: collections.deque = collections.deque(maxlen=10000)  # (monotonic, before the write; Drive)
-        self.tick_lateness_s: collections.deque = collections.deque(maxlen=5000)  # drive tick vs schedule
         self.last_drive: ros1.Drive | None = None
         self._mag: tuple | None = None  # (t_mono_s, field in tesla) of the last imu/mag message
         self._reset_session()
@@ -172,23 +171,6 @@ class JackalBase(DriveCommandGate, SerialDriver):
                     await drive
                 except asyncio.CancelledError:
                     pass
-
-    async def _drive_loop(self) -> None:
-        period = 1.0 / self.robot.control_rate_hz
-        loop = asyncio.get_running_loop()
-        t_next = loop.time()
-        last = time.monotonic()
-        while True:
-            t_next += period
-            delay = t_next - loop.time()
-            if delay < -period:  # fell far behind (suspend, debugger): re-anchor, do not burst
-                t_next = loop.time()
-                delay = 0.0
-            await asyncio.sleep(max(delay, 0.0))
-            now = time.monotonic()
-            self.tick_lateness_s.append(loop.time() - t_next)
-            self._send_drive(now, now - last)
-            last = now
 
     def _send_drive(self, now: float, dt_s: float) -> None:
         if self._closing:  # close() has sent MODE_NONE and tx-stop: nothing more

@@ -10,6 +10,8 @@ still reports the stop engaged (:meth:`_engaged_estop`). JACKAL_PROTOCOL.md, "Ba
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import logging
 import math
 import time
@@ -26,8 +28,9 @@ class DriveCommandGate:
     """Mixin of the base drivers: the command, its staleness and the e-stop latch.
 
     A driver calls :meth:`_init_gate` in its constructor (``robot``: anything with ``max_v_mps``,
-    ``max_omega_radps``, ``max_accel_mps2``, ``max_alpha_radps2``, ``cmd_timeout_s``), :meth:`_gate_step`
-    on each drive tick, and overrides :meth:`_engaged_estop`; it has a ``name``.
+    ``max_omega_radps``, ``max_accel_mps2``, ``max_alpha_radps2``, ``cmd_timeout_s``, ``control_rate_hz``),
+    runs :meth:`_drive_loop` as a task while its link is up, implements ``_send_drive(now, dt_s)`` (which
+    sends :meth:`_gate_step`'s twist) and overrides :meth:`_engaged_estop`; it has a ``name``.
     """
 
     name = "base"
@@ -39,6 +42,7 @@ class DriveCommandGate:
         self._cmd = (0.0, 0.0, -math.inf)  # v, omega, monotonic time
         self._estop_reason: str | None = None
         self._stale_logged = False
+        self.tick_lateness_s: collections.deque = collections.deque(maxlen=5000)  # drive tick vs schedule, s
 
     def set_velocity(self, v_mps: float, omega_radps: float) -> None:
         """Command body velocity (m/s forward, rad/s CCW); it must be renewed within ``cmd_timeout_s``.
@@ -105,3 +109,23 @@ class DriveCommandGate:
             self._limiter.reset()
             return 0.0, 0.0
         return self._limiter.step(v_cmd, w_cmd, dt_s)
+
+    async def _drive_loop(self) -> None:
+        """Call ``_send_drive(now, dt_s)`` at ``control_rate_hz`` on a fixed schedule (lateness in
+        ``tick_lateness_s``); a loop that fell more than a period behind (suspend, debugger) re-anchors
+        instead of bursting. Runs until cancelled."""
+        period = 1.0 / self.robot.control_rate_hz
+        loop = asyncio.get_running_loop()
+        t_next = loop.time()
+        last = time.monotonic()
+        while True:
+            t_next += period
+            delay = t_next - loop.time()
+            if delay < -period:
+                t_next = loop.time()
+                delay = 0.0
+            await asyncio.sleep(max(delay, 0.0))
+            now = time.monotonic()
+            self.tick_lateness_s.append(loop.time() - t_next)
+            self._send_drive(now, now - last)
+            last = now

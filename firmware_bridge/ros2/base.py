@@ -95,7 +95,6 @@ class Ros2Base(DriveCommandGate, Ros2Driver):
         self._battery: tuple | None = None  # (V, A) of the last BatteryState
         self._t_first = None
         self.sent_log: collections.deque = collections.deque(maxlen=10000)  # (monotonic before write, (v, w))
-        self.tick_lateness_s: collections.deque = collections.deque(maxlen=5000)
         self.last_twist: tuple | None = None  # (v m/s, omega rad/s) last published
 
     # -- public drive API (as JackalBase) ---------------------------------------------------------
@@ -151,23 +150,6 @@ class Ros2Base(DriveCommandGate, Ros2Driver):
             except asyncio.CancelledError:
                 pass
             self._cmd_writer = None
-
-    async def _drive_loop(self) -> None:
-        period = 1.0 / self.robot.control_rate_hz
-        loop = asyncio.get_running_loop()
-        t_next = loop.time()
-        last = time.monotonic()
-        while True:
-            t_next += period
-            delay = t_next - loop.time()
-            if delay < -period:  # fell far behind: re-anchor, do not burst
-                t_next = loop.time()
-                delay = 0.0
-            await asyncio.sleep(max(delay, 0.0))
-            now = time.monotonic()
-            self.tick_lateness_s.append(loop.time() - t_next)
-            self._send_drive(now, now - last)
-            last = now
 
     def _send_drive(self, now: float, dt_s: float) -> None:
         if self._closing:

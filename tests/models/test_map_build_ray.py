@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import threading
 
 import numpy as np
 import pytest
@@ -23,27 +22,7 @@ from robot_app.mapping.synthetic_logs import write_synthetic_log
 ray = pytest.importorskip("ray", reason="the fleet extra (ray) runs the Ray engine")
 
 from robot_app.mapping.map_build_ray import KILL_ONCE_ENV, RayEngine, pair_chunks  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def ray_runtime():
-    """One local Ray runtime of 2 CPUs for the module (starting one takes seconds); its threads are Ray's."""
-    ray.init(num_cpus=2, object_store_memory=200 << 20, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture(autouse=True)
-def _no_leaked_threads(ray_runtime):
-    """The suite's leak check (tests/conftest.py), less the threads Ray's driver keeps for its runtime."""
-    before = set(threading.enumerate())
-    yield
-    for t in threading.enumerate():
-        if t not in before and t.is_alive():
-            t.join(timeout=2.0)
-    leaked = [t.name for t in threading.enumerate() if t not in before and t.is_alive()
-              and "ray" not in t.name.lower() and not t.daemon]
-    assert not leaked, f"test leaked threads: {leaked}"
+from tests.ray_support import _no_leaked_threads, ray_runtime  # noqa: E402, F401
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ the rows and totals of the local run, drives included."""
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 
@@ -13,25 +12,7 @@ from tests.sim.test_eval_sim import GOOD, _models_dir
 
 ray = pytest.importorskip("ray", reason="the fleet extra (ray) runs the Ray engine")
 
-
-@pytest.fixture(scope="module")
-def ray_runtime():
-    ray.init(num_cpus=2, object_store_memory=200 << 20, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture(autouse=True)
-def _no_leaked_threads(ray_runtime):
-    """The suite's leak check (tests/conftest.py), less the threads Ray's driver keeps for its runtime."""
-    before = set(threading.enumerate())
-    yield
-    for t in threading.enumerate():
-        if t not in before and t.is_alive():
-            t.join(timeout=2.0)
-    leaked = [t.name for t in threading.enumerate() if t not in before and t.is_alive()
-              and "ray" not in t.name.lower() and not t.daemon]
-    assert not leaked, f"test leaked threads: {leaked}"
+from tests.ray_support import _no_leaked_threads, ray_runtime  # noqa: E402, F401
 
 
 def _without_times(x):
