@@ -72,6 +72,9 @@ def _bench_map_build(args, config) -> int:
         from robot_app.extras import require
 
         require("fleet", what="bench map-build --engine ray")
+        from robot_app.fleet import check_ray_address
+
+        check_ray_address(args.ray_address)
     res = map_build.run(sizes, config=config, models_dir=args.models, engine=args.engine, workers=workers,
                         ray_address=args.ray_address,
                         progress=lambda msg: print(f"bench map-build: {msg}", file=sys.stderr))

@@ -109,8 +109,8 @@ def _engine_args(p) -> None:
     p.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="local: the instructions one after the other here (default); ray: fanned out over Ray "
                         "workers (the fleet extra), the same figures")
-    p.add_argument("--ray-address", metavar="ADDR", help="with --engine ray: join this cluster (ray://head:10001, "
-                   "auto); default: a local Ray runtime")
+    p.add_argument("--ray-address", metavar="ADDR", help="with --engine ray: join this cluster (the head's HOST:PORT, "
+                   "e.g. head:6379; auto; ray://HOST:10001 needs ray[client]); default: a local Ray runtime")
     p.add_argument("--workers", type=int, metavar="N", help="with --engine ray: worker processes (default: the "
                    "cluster's CPUs)")
 
@@ -125,6 +125,9 @@ def _rows_fn(args, fan_out: str = "eval_rows_on_ray"):
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers: expected >= 1, got {args.workers}")
     require("fleet", what=f"{args.command_name} --engine ray")
+    from robot_app.fleet import check_ray_address
+
+    check_ray_address(args.ray_address)
     import functools
 
     from robot_app.sim import eval_ray

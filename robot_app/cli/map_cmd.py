@@ -30,8 +30,8 @@ def register(sub, groups) -> None:
     b.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="local: this process (default); ray: a Ray cluster (the fleet extra; docs/maps.md)")
     b.add_argument("--ray-address", metavar="ADDR",
-                   help="with --engine ray: join this cluster (e.g. ray://head:10001, auto); default: start a local "
-                        "Ray runtime")
+                   help="with --engine ray: join this cluster (the head's HOST:PORT, e.g. head:6379; auto; "
+                        "ray://HOST:10001 needs ray[client]); default: start a local Ray runtime")
     b.add_argument("--workers", type=int, metavar="N",
                    help="with --engine ray: model workers per stage (default: the cluster's CPUs)")
     b.set_defaults(func=_build)
@@ -193,6 +193,9 @@ def _engine(args):
     from robot_app.extras import require
 
     require("fleet", what="map build --engine ray")
+    from robot_app.fleet import check_ray_address
+
+    check_ray_address(args.ray_address)
     from robot_app.mapping.map_build_ray import RayEngine
 
     return RayEngine(address=args.ray_address, workers=args.workers)

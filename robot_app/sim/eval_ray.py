@@ -91,8 +91,9 @@ def eval_rows_on_ray(settings, cfg, models_dir, map_path, log_dir, items, *, add
         The models folder, the built map and the exploration log, as the driver resolved them.
     items : sequence of instructions
     address : str, optional
-        An existing Ray cluster (``ray://head:10001``, ``auto``); default: a Ray runtime already started
-        in this process, else a new local one (shut down at the end).
+        An existing Ray cluster (the head's ``host:6379``, ``auto``, or ``ray://host:10001`` with
+        ``ray[client]``); default: a Ray runtime already started in this process, else a new local one (shut
+        down at the end).
     workers : int, optional
         Actors (one CPU each); default: the cluster's CPUs, at most one per instruction.
 

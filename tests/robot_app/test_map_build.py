@@ -116,3 +116,27 @@ def test_cli_engine_flags_are_checked_before_any_work(tmp_path, crossing_logs, c
     assert main(["map", "build", *logs, "--out", str(tmp_path / "m.map"), "--engine", "ray"]) == 2
     assert "robot-app[fleet]" in capsys.readouterr().err
     assert not (tmp_path / "m.map").exists()
+
+
+def test_an_unreachable_ray_head_is_refused_at_once(tmp_path, capsys):
+    """``--ray-address HOST:PORT`` whose head accepts no connection: one line, exit 2 (Ray itself retries for
+    minutes), for every --engine ray command."""
+    import socket
+
+    pytest.importorskip("ray", reason="the fleet extra")
+    from robot_app.cli import main
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for argv in (["map", "build", str(tmp_path / "log"), "--out", str(tmp_path / "m.map")],
+                 ["bench", "map-build", "--frames", "100"],
+                 ["eval", "sim", "--world", "campus", "--out", str(tmp_path / "o")]):
+        if argv[0] == "eval":
+            pytest.importorskip("pybullet")
+        assert main(argv + ["--engine", "ray", "--ray-address", f"127.0.0.1:{port}"]) == 2
+        assert "cannot reach a Ray cluster's head" in capsys.readouterr().err
+    assert main(["map", "build", str(tmp_path / "log"), "--out", str(tmp_path / "m.map"), "--engine", "ray",
+                 "--ray-address", "head"]) == 2
+    assert "expected HOST:PORT" in capsys.readouterr().err
+    assert not (tmp_path / "m.map").exists()
