@@ -113,9 +113,10 @@ class Ros2Driver(SerialDriver):
         """True while some peer publishes to one of this driver's readers (subclass hook)."""
         return any(r.get_subscription_matched_status().current_count > 0 for r in self._readers)
 
-    def _open_endpoints(self) -> None:
-        """Create the readers and writers (subclass hook; runs in the event loop)."""
-        raise NotImplementedError
+    def _open_endpoints(self) -> None:  # pragma: no cover - abstract: every ros2 driver defines its endpoints
+        """Create the readers and writers (subclass hook; runs in the event loop). Ros2Base, Ros2Gps, Ros2Imu
+        and Ros2Camera define it; this base class is never used directly."""
+        raise NotImplementedError(f"{type(self).__name__} does not define its DDS endpoints")
 
     def _on_bytes(self, data: bytes, t_mono_s: float) -> None:  # pragma: no cover - no byte stream here
         raise BridgeError(f"{self.name}: a DDS driver receives samples, not bytes")

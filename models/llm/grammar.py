@@ -195,6 +195,23 @@ def validate_gbnf(text: str) -> None:
         raise GrammarError("GBNF grammar has no 'root' rule")
 
 
+def numbered_list_rule(item: str, max_items: int = MAX_LIST_ITEMS) -> str:
+    """The GBNF expression ``"1. " ITEM "\\n" ("2. " ITEM "\\n" (...)?)?`` for 1..``max_items`` items, each the
+    rule named ``item`` (nested optionals: item k only after item k-1).
+
+    Raises
+    ------
+    ValueError
+        If ``max_items`` is outside 1..99.
+    """
+    if not 1 <= max_items <= 99:
+        raise ValueError(f"max_items must be in 1..99, got {max_items}")
+    tail = ""
+    for k in range(max_items, 1, -1):
+        tail = f'("{k}. " {item} "\\n"{(" " + tail) if tail else ""})?'
+    return f'"1. " {item} "\\n" {tail}'
+
+
 def landmark_list_grammar(max_items: int = MAX_LIST_ITEMS) -> str:
     """GBNF for a numbered list ``1. phrase\\n2. phrase\\n...`` of 1..``max_items`` short noun phrases.
 
@@ -202,13 +219,8 @@ def landmark_list_grammar(max_items: int = MAX_LIST_ITEMS) -> str:
     "a big, blue tree"). Whatever the model, constrained output parses with
     :func:`models.llm.prompts.parse_numbered_list`.
     """
-    if not 1 <= max_items <= 99:
-        raise ValueError(f"max_items must be in 1..99, got {max_items}")
-    tail = ""
-    for k in range(max_items, 1, -1):
-        tail = f'("{k}. " phrase "\\n"{(" " + tail) if tail else ""})?'
     return (
-        f'root ::= "1. " phrase "\\n" {tail}\n'
+        f'root ::= {numbered_list_rule("phrase", max_items)}\n'
         f'phrase ::= word (","? " " word){{0,{MAX_PHRASE_WORDS - 1}}}\n'
         f"word ::= [A-Za-z0-9] [A-Za-z0-9'-]{{0,{MAX_WORD_CHARS - 1}}}\n"
     )

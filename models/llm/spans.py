@@ -29,7 +29,7 @@ from core.landmarks.lexicon import (
 from core.landmarks.metrics import normalize_landmark
 from models.llm.client import LlmClient
 from models.llm.errors import LlmError
-from models.llm.grammar import MAX_LIST_ITEMS
+from models.llm.grammar import MAX_LIST_ITEMS, numbered_list_rule
 from models.llm.prompts import landmark_prompt, parse_numbered_list
 
 log = logging.getLogger(__name__)
@@ -104,12 +104,7 @@ def span_list_grammar(spans: list[str], *, max_items: int = MAX_LIST_ITEMS) -> s
     """
     if not spans:
         raise ValueError("the instruction has no phrase to choose from")
-    if not 1 <= max_items <= 99:
-        raise ValueError(f"max_items must be in 1..99, got {max_items}")
-    tail = ""
-    for k in range(max_items, 1, -1):
-        tail = f'("{k}. " span "\\n"{(" " + tail) if tail else ""})?'
-    return (f'root ::= "1. " span "\\n" {tail} "\\n"\n'
+    return (f'root ::= {numbered_list_rule("span", max_items)} "\\n"\n'
             f"span ::= {' | '.join(_literal(s) for s in spans)}\n")
 
 
