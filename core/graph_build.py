@@ -38,10 +38,8 @@ Steps and constants:
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
-import numba as nb
 import numpy as np
 
 DEFAULT_EPSILON_S = 2.0
@@ -225,42 +223,6 @@ def decide_pairs(distance_steps: np.ndarray, gps_distance_m: np.ndarray, *, tau_
     return PairDecision(close & ~wormhole, int(wormhole.sum()), int((~close).sum()))
 
 
-@nb.njit(nb.boolean(nb.int64[::1], nb.int64[::1], nb.float64[::1], nb.boolean[::1], nb.int64, nb.int64,
-                    nb.int64, nb.float64, nb.float64[::1], nb.int64[::1], nb.int64[::1]),
-         cache=True, nogil=True)
-def _has_path_within(indptr, nbr, w, alive, edge_id_skip, s, t, limit, dist, touched, half_id):  # pragma: no cover
-    """Bounded Dijkstra from s (undirected CSR with edge ids in ``nbr`` order): is dist(s, t) <= limit
-    without edge ``edge_id_skip``? ``dist`` must be +inf everywhere on entry and is restored."""
-    n_touched = 0
-    dist[s] = 0.0
-    touched[n_touched] = s
-    n_touched += 1
-    heap = [(0.0, s)]
-    found = False
-    while len(heap) > 0:
-        d, u = heapq.heappop(heap)
-        if d > dist[u]:
-            continue
-        if u == t:
-            found = True
-            break
-        for e in range(indptr[u], indptr[u + 1]):
-            eid = half_id[e]
-            if eid == edge_id_skip or not alive[eid]:
-                continue
-            v = nbr[e]
-            nd = d + w[e]
-            if nd <= limit and nd < dist[v]:
-                if dist[v] == np.inf:
-                    touched[n_touched] = v
-                    n_touched += 1
-                dist[v] = nd
-                heapq.heappush(heap, (nd, v))
-    for j in range(n_touched):
-        dist[touched[j]] = np.inf
-    return found
-
-
 def reduce_edges(n_nodes: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, *,
                  tolerance: float = 0.0) -> np.ndarray:
     """Redundant-edge removal on an undirected graph; returns ``keep`` (E,) bool.
@@ -285,11 +247,13 @@ def reduce_edges(n_nodes: int, src: np.ndarray, dst: np.ndarray, weight: np.ndar
     nbr = np.ascontiguousarray(other[order])
     half_w = np.ascontiguousarray(np.concatenate([w, w])[order])
     half_id = np.ascontiguousarray(eid[order])
+    from core._graph_kernels import has_path_within  # numba: loaded by map building, not by every importer
+
     alive = np.ones(e, dtype=bool)
     dist = np.full(n_nodes, np.inf)
     touched = np.empty(n_nodes, dtype=np.int64)
     for k in np.argsort(-w, kind="stable"):
-        if src[k] == dst[k] or _has_path_within(indptr, nbr, half_w, alive, int(k), int(src[k]), int(dst[k]),
-                                                 float(w[k]) * (1.0 + tolerance), dist, touched, half_id):
+        if src[k] == dst[k] or has_path_within(indptr, nbr, half_w, alive, int(k), int(src[k]), int(dst[k]),
+                                                float(w[k]) * (1.0 + tolerance), dist, touched, half_id):
             alive[k] = False
     return alive

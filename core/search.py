@@ -7,7 +7,8 @@ Objective (LM-Nav, Shah et al., CoRL 2022, Sec. 4.4; DESIGN.md "Objective"): for
 
 where ``G(v, i)`` is the log-likelihood of landmark i at node v (:mod:`core.grounding`) and D the
 edge weight in VNM time steps. :func:`plan_walk` maximises J exactly with the dynamic programme of
-Algorithm 1 (numba kernels, :mod:`core._search_kernels`), run as one bucket-queue Dijkstra over
+Algorithm 1 (numba kernels, :mod:`core._search_kernels`, or the same compiled ahead of time,
+:mod:`core._search_aot`), run as one bucket-queue Dijkstra over
 (landmarks visited, node) states that stops as soon as the best complete walk is final
 (``lmnav_search``; states costlier than the optimum are never expanded), with the level-by-level DP
 (``lmnav_dp``) as the fallback for alpha = 0, maps without positive D, or score ranges too wide for the
@@ -31,9 +32,65 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core import _search_kernels as kern
-
 log = logging.getLogger(__name__)
+
+
+class _Kernels:
+    """The walk-search kernels in use: compiled ahead of time (:mod:`core._search_aot`, after
+    :func:`use_compiled_kernels`) or else numba's JIT kernels (:mod:`core._search_kernels`), imported at the
+    first plan or :func:`warm_up` so that a process that never plans, or plans with the compiled kernels,
+    never loads numba and LLVM (about 130 MB)."""
+
+    def __init__(self):
+        self.backend = None  # "compiled" or "jit" once chosen
+        self.detail = ""
+
+    def use(self, impl, backend: str, detail: str) -> None:
+        from core._search_aot import KERNELS
+
+        for name in KERNELS:
+            setattr(self, name, getattr(impl, name))
+        self.backend, self.detail = backend, detail
+
+    def __getattr__(self, name):  # only for names not set yet: the first kernel call picks the JIT kernels
+        if name.startswith("_") or self.backend is not None:
+            raise AttributeError(name)
+        with _KERNELS_LOCK:
+            if self.backend is None:
+                from core import _search_kernels
+
+                self.use(_search_kernels, "jit", self.detail or "numba JIT kernels (no compiled kernels asked for)")
+        return getattr(self, name)
+
+
+_KERNELS_LOCK = threading.Lock()
+kern = _Kernels()
+
+
+def use_compiled_kernels(directory) -> dict:
+    """Plan with the ahead-of-time compiled kernels in ``directory`` (``robot-app kernels build``) when
+    they are there and current, else with numba's JIT kernels; call it before the first plan.
+
+    Returns ``{"backend": "compiled" | "jit", "detail": str}``: where the compiled kernels came from, or
+    why they could not be used (missing, stale after an upgrade, another CPU). Never raises for a missing
+    or stale build: the JIT kernels compute the same walks. Once a plan has run, the choice stays.
+    """
+    from core import _search_aot
+
+    with _KERNELS_LOCK:
+        if kern.backend is None:
+            try:
+                kern.use(_search_aot.load(directory), "compiled", f"compiled kernels in {directory}")
+            except (OSError, ValueError) as exc:
+                log.info("walk search: numba JIT kernels (%s)", exc)
+                kern.detail = f"numba JIT kernels: {exc}"
+                return {"backend": "jit", "detail": kern.detail}
+        return kernels_info()
+
+
+def kernels_info() -> dict:
+    """``{"backend": "compiled" | "jit" | None, "detail": str}``; None: not chosen yet (no plan so far)."""
+    return {"backend": kern.backend, "detail": kern.detail}
 
 DEFAULT_ALPHA = 0.005
 
@@ -418,6 +475,6 @@ def csr_graph(indptr, indices, weights):
 
 
 def warm_up() -> None:
-    """Load (or compile) the numba kernels now, so the first plan in the control loop does not."""
+    """Load the kernels now (the compiled ones or numba's, which may compile), so the first plan does not."""
     plan_walk(np.array([0, 1, 1]), np.array([1]), np.array([1.0], np.float32),
               np.zeros((2, 1)), 0)

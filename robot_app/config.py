@@ -50,6 +50,9 @@ class PathsConfig:
     models_dir: str = _opt("/var/lib/robot-app/models", doc="ONNX/GGUF models and their JSON sidecars")
     maps_dir: str = _opt("/var/lib/robot-app/maps", doc="topological map files (SQLite)")
     logs_dir: str = _opt("/var/lib/robot-app/logs", doc="traversal logs recorded while driving")
+    kernels_dir: str = _opt("/var/cache/robot-app/kernels",
+                            doc="walk-search kernels compiled for this CPU (robot-app kernels build); "
+                                "missing or stale = numba's JIT kernels")
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ GROUPS = {
     "lasp": "open-world task planning (LASP)",
     "log": "traversal logs",
     "imu": "IMU tools: magnetometer calibration",
+    "kernels": "the walk-search kernels compiled ahead of time for this CPU",
 }
 
 #: the help of every command's --json option
@@ -62,6 +63,7 @@ COMMAND_MODULES = (
     "robot_app.cli.imu_cmd",
     "robot_app.cli.demo_cmd",
     "robot_app.cli.eval_sim_cmd",
+    "robot_app.cli.kernels_cmd",
 )
 
 

@@ -19,6 +19,8 @@ def register(sub, groups) -> None:
                    help="skip the pure-Python reference above this size (it takes minutes)")
     p.add_argument("--no-compile-time", action="store_true",
                    help="skip measuring numba compile time (two fresh interpreters)")
+    p.add_argument("--compiled", metavar="DIR", default=None,
+                   help="also time the compiled kernels in DIR (robot-app kernels build), interleaved with the JIT")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_bench_search)
     mb = groups["bench"].add_parser("map-build", help="map building on synthetic drives of growing length")
@@ -88,8 +90,16 @@ def _bench_search(args, config) -> int:
     sizes = _sizes(args.sizes)
     if args.landmarks < 1 or args.repeats < 1:
         raise UsageError("--landmarks and --repeats must be >= 1")
+    compiled = None
+    if args.compiled:
+        from core import _search_aot
+
+        try:
+            compiled = _search_aot.load(args.compiled)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--compiled: {exc}") from exc
     res = search.run(sizes, landmarks=args.landmarks, repeats=args.repeats, python_max_nodes=args.python_max_nodes,
-                     compile_time=not args.no_compile_time,
+                     compile_time=not args.no_compile_time, compiled=compiled,
                      progress=lambda msg: print(f"bench search: {msg}", file=sys.stderr))
     print(json.dumps(res, indent=2) if args.json else search.format_table(res))
     return 0

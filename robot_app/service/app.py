@@ -40,7 +40,7 @@ from robot_app.service.models import ModelRegistry, check_model_policy
 from robot_app.service.sdnotify import Notifier, watchdog_interval_s
 from robot_app.service.supervisor import Supervisor
 from robot_app.service.teleop import TeleopComponent
-from robot_app.service.warmup import WarmUp, default_steps
+from robot_app.service.warmup import WarmUp, default_steps, search_kernels_status, use_search_kernels
 from robot_app.ui.server import UiServer, build_app
 
 log = logging.getLogger(__name__)
@@ -200,6 +200,8 @@ class App:
             build_app(self)  # refuse unsafe [ui] settings at start, not in the component's restart loop
             self.ui = UiServer(self)
         self._stop = asyncio.Event()
+        #: the walk-search kernels: compiled for this CPU ([paths] kernels_dir) or numba's JIT (core.search)
+        self.search_kernels = use_search_kernels(config)
         #: the planning stack, loaded in a worker thread right after READY (robot_app.service.warmup)
         self.warmup = WarmUp(default_steps(config))
 
@@ -252,6 +254,7 @@ class App:
                "models": self.models, "components": {n: s.state for n, s in self.supervisor.states.items()},
                "mission": self.mission.status(), "recording": self.recording.status(),
                "task": self.tasks.status(), "warm_up": self.warmup.status(),
+               "search_kernels": search_kernels_status(),
                "safety": None if self.fault is None else {"kind": self.fault.kind, "message": self.fault.message},
                "camera": None if self.camera is None else {
                    "frames": self.camera.frames_read,

@@ -1,7 +1,9 @@
 """Warm start: load the planning stack in a worker thread right after READY.
 
-Without it the first route plan after boot pays the numba kernels' load (0.8-1.0 s from the on-disk
-cache, about 11 s with a cold cache) and the first task job pays the ``unified_planning.engines`` import
+Without it the first route plan after boot pays the walk-search kernels' load (numba's JIT kernels:
+0.8-1.0 s from the on-disk cache, about 11 s with a cold cache; the compiled kernels of
+``robot-app kernels build``, chosen by :func:`use_search_kernels` before READY: milliseconds, and no numba
+in the process) and the first task job pays the ``unified_planning.engines`` import
 (about 1 s). :class:`WarmUp` runs those steps one after another in a worker thread
 (``asyncio.to_thread``), never on the event loop: STOP, the watchdog and the control loop keep running
 (the thread shares the GIL, which Python hands over every 5 ms). A request that arrives first simply
@@ -21,6 +23,23 @@ from core import search
 from core.lasp import planner
 
 log = logging.getLogger(__name__)
+
+
+def use_search_kernels(config) -> dict:
+    """Plan with the compiled kernels in ``[paths] kernels_dir`` when they are current, else numba's JIT
+    kernels (:func:`core.search.use_compiled_kernels`); logs which and why. Returns its dict."""
+    info = search.use_compiled_kernels(config.paths.kernels_dir)
+    if info["backend"] == "compiled":
+        log.info("walk search: %s", info["detail"])
+    else:
+        log.warning("walk search: %s (the compiled ones save about 130 MB: robot-app kernels build)",
+                    info["detail"])
+    return info
+
+
+def search_kernels_status() -> dict:
+    """``{"backend": "compiled" | "jit" | None, "detail"}`` for the status JSON (None: not loaded yet)."""
+    return search.kernels_info()
 
 
 def default_steps(config) -> list[tuple[str, Callable[[], None]]]:

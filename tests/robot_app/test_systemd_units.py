@@ -21,6 +21,19 @@ def test_service_unit_declares_notify_watchdog_and_hardening():
         assert line in text, line
 
 
+def test_service_unit_builds_the_compiled_kernels_where_the_service_looks_for_them():
+    """ExecStartPre builds them when stale (a failure tolerated: "-"), into [paths] kernels_dir's default,
+    which lies in the unit's CacheDirectory (writable under ProtectSystem=strict)."""
+    from robot_app.config import Config
+
+    text = (UNITS / "robot-app.service").read_text()
+    pre = [ln for ln in text.splitlines() if ln.startswith("ExecStartPre=")]
+    assert pre == ["ExecStartPre=-/opt/robot-app/venv/bin/robot-app --config /etc/robot-app/config.toml "
+                   "kernels build --if-stale"]
+    assert Config().paths.kernels_dir.startswith("/var/cache/robot-app/")
+    assert "TimeoutStartSec=180" in text
+
+
 def test_kiosk_unit_passes_the_session_secret_to_the_page():
     """The kiosk reads the per-start session token ([ui] secret_file's default) into the page's URL fragment,
     waits for it, and restarts with the service (a new token each start)."""

@@ -66,6 +66,10 @@ function warmText(w) {
   const failed = w.steps.filter((x) => x.error);
   return failed.length ? `loaded; ${failed.map((x) => x.step).join(", ")} failed (loads on first use)` : "loaded";
 }
+function kernelsText(k) {
+  if (!k || !k.backend) return "";
+  return k.backend === "compiled" ? "; walk search: compiled kernels" : "; walk search: numba JIT";
+}
 function showPanels(s) {
   const fmt = (v, unit, digits) => (v === null || v === undefined ? "—" : `${Number(v).toFixed(digits)} ${unit}`);
   const gps = s.gps;
@@ -81,7 +85,8 @@ function showPanels(s) {
     ["Pose", s.pose ? `${s.pose.v_mps.toFixed(2)} m/s, heading ${s.pose.yaw_known ? "known" : "unknown"}` : "no fused pose",
      s.pose ? "ok" : "warn"],
     ["Command", `${s.command.source || "none"} ${s.command.v_mps.toFixed(2)} m/s, ${s.command.omega_radps.toFixed(2)} rad/s`, ""],
-    ["Planners", warmText(s.warm_up), s.warm_up && s.warm_up.state === "done" ? "ok" : "warn"],
+    ["Planners", warmText(s.warm_up) + kernelsText(s.search_kernels),
+     s.warm_up && s.warm_up.state === "done" ? "ok" : "warn"],
   ]);
   const m = s.mission, pr = m.progress || {};
   fill("panel-mission", [
