@@ -7,8 +7,8 @@ import json
 import os
 import shutil
 import subprocess
-import sysconfig
 import sys
+import sysconfig
 
 import numpy as np
 import pytest
