@@ -216,19 +216,22 @@ def check_reference(model: VnmModel, reference_npz: str | os.PathLike) -> dict:
     """Rerun the exporter's reference step against its goals.
 
     Returns ``dist_max_abs`` and ``waypoints_max_abs`` (max |difference| vs torch), ``waypoints_cosine_min``
-    (least cosine of a goal's T x 4 waypoint vector with the reference's) and ``closest_goal_same`` (the
-    goal with the smallest temporal distance is the reference's): the last two are the parity of an int8
-    model (``models.export.quantize``).
+    (least cosine of a goal's T x 4 waypoint vector with the reference's), ``closest_goal_same`` (the
+    goal with the smallest temporal distance is the reference's) and ``closest_goal_excess_steps`` (how much
+    farther the reference puts this model's closest goal than its own closest: 0 when the same): the parity
+    of an int8 model (``models.export.quantize``).
     """
     with np.load(reference_npz) as ref:
         pred = model.predict(ref["obs"], ref["goal"])
         a = pred.waypoints.reshape(len(pred.waypoints), -1).astype(np.float64)
         b = ref["waypoints"].reshape(len(a), -1).astype(np.float64)
         cos = (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
-        return {"dist_max_abs": float(np.abs(pred.dist_steps - ref["dist"][:, 0]).max()),
+        d_ref = ref["dist"][:, 0]
+        return {"dist_max_abs": float(np.abs(pred.dist_steps - d_ref).max()),
                 "waypoints_max_abs": float(np.abs(pred.waypoints - ref["waypoints"]).max()),
                 "waypoints_cosine_min": float(cos.min()),
-                "closest_goal_same": bool(np.argmin(pred.dist_steps) == np.argmin(ref["dist"][:, 0]))}
+                "closest_goal_same": bool(np.argmin(pred.dist_steps) == np.argmin(d_ref)),
+                "closest_goal_excess_steps": float(d_ref[np.argmin(pred.dist_steps)] - d_ref.min())}
 
 
 __all__ = ["ModelMissing", "VnmContext", "VnmModel", "VnmPrediction", "check_reference", "open_vnm"]
