@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 from robot_app.errors import UsageError
 from robot_app.extras import require
@@ -101,6 +102,10 @@ def _import_rosbag2(args, config) -> int:
     from robot_app.mapping.rosbag2_import import Rosbag2ImportError, import_rosbag2
 
     rate = config.mapping.frame_rate_hz if args.rate_hz is None else args.rate_hz
+    if not (rate >= 0 and math.isfinite(rate)):
+        raise UsageError(f"--rate-hz: expected >= 0 frames per second (0 keeps every image), got {rate}")
+    if not (args.max_gap_s > 0 and math.isfinite(args.max_gap_s)):
+        raise UsageError(f"--max-gap-s: expected > 0 seconds, got {args.max_gap_s}")
     try:
         s = import_rosbag2(args.bag, args.out, image_topic=args.image_topic, fix_topic=args.fix_topic,
                            odom_topic=args.odom_topic, imu_topic=args.imu_topic, rate_hz=rate,

@@ -114,6 +114,10 @@ def resolve_bag(path: str | Path) -> Path:
             return p.parent
         raise Rosbag2ImportError(f"{p}: not a ROS 2 bag (give the bag folder, the one with metadata.yaml)")
     if not (p / "metadata.yaml").is_file():
+        ros1 = sorted(p.glob("*.bag"))
+        if ros1:
+            raise Rosbag2ImportError(f"{p}: no metadata.yaml, but {len(ros1)} ROS 1 bag(s) ({ros1[0].name}); convert "
+                                     f"each first (rosbags-convert --src {ros1[0]} --dst FOLDER)")
         raise Rosbag2ImportError(f"{p}: not a ROS 2 bag folder (no metadata.yaml)")
     return p
 

@@ -281,6 +281,16 @@ def test_bad_bags(tmp_path, capsys):
     ros1 = tmp_path / "drive.bag"
     ros1.write_bytes(b"#ROSBAG V2.0\n")
     assert "a ROS 1 bag" in run(ros1)[1]
+    ros1_folder = tmp_path / "ros1-drives"
+    ros1_folder.mkdir()
+    (ros1_folder / "drive.bag").write_bytes(b"#ROSBAG V2.0\n")
+    assert f"no metadata.yaml, but 1 ROS 1 bag(s) (drive.bag); convert each first (rosbags-convert --src " \
+           f"{ros1_folder / 'drive.bag'}" in run(ros1_folder)[1]
+    good = tmp_path / "good"
+    write_bag(good, n_img=4)
+    assert run(good, "--rate-hz", "-1")[1] == ("robot-app: error: --rate-hz: expected >= 0 frames per second (0 "
+                                               "keeps every image), got -1.0\n")
+    assert run(good, "--max-gap-s", "nan")[1] == "robot-app: error: --max-gap-s: expected > 0 seconds, got nan\n"
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "metadata.yaml").write_text("rosbag2_bagfile_information: [\n")
