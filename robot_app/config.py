@@ -586,15 +586,20 @@ def _check_value(value: Any, fld: dataclasses.Field, hint: Any, where: str) -> A
     return value
 
 
-def _section_from(cls: type, table: Mapping[str, Any], *, origin: str, section: str) -> Any:
+def _section_from(cls: type, table: Mapping[str, Any], *, origin: str, section: str, errors: list[str]) -> Any:
+    """The section's dataclass from the keys that pass their checks; each failing key adds to ``errors``."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for key, value in table.items():
         where = f"{origin}: [{section}] {key}"
         if key not in fields:
-            raise ConfigError(f"{where}: unknown key (known: {', '.join(sorted(fields))})")
-        kwargs[key] = _check_value(value, fields[key], hints[key], where)
+            errors.append(f"{where}: unknown key (known: {', '.join(sorted(fields))})")
+            continue
+        try:
+            kwargs[key] = _check_value(value, fields[key], hints[key], where)
+        except ConfigError as exc:
+            errors.append(str(exc))
     return cls(**kwargs)
 
 
@@ -605,18 +610,26 @@ def config_from_mapping(data: Mapping[str, Any], *, origin: str = "<config>") ->
     ------
     ConfigError
         On an unknown section or key, a wrong type, or a value outside its range or choices; the
-        message names ``origin`` and the ``[section] key``.
+        message names ``origin`` and the ``[section] key`` of every problem found, joined by "; " (one
+        line for the journal): the keys are all checked before it is raised, then the rules that tie
+        two keys together.
     """
     sections = {}
+    errors: list[str] = []
     for name, table in data.items():
         if name not in _SECTIONS:
-            raise ConfigError(f"{origin}: unknown section [{name}] (known: {', '.join(sorted(_SECTIONS))})")
+            errors.append(f"{origin}: unknown section [{name}] (known: {', '.join(sorted(_SECTIONS))})")
+            continue
         if not isinstance(table, Mapping):
-            raise ConfigError(f"{origin}: [{name}] must be a table, got {table!r}")
+            errors.append(f"{origin}: [{name}] must be a table, got {table!r}")
+            continue
         cls = typing.get_type_hints(Config)[name]
-        sections[name] = _section_from(cls, table, origin=origin, section=name)
-    cfg = Config(**sections, source=None if origin == "<config>" else origin)
-    _check_across_keys(cfg, origin)
+        sections[name] = _section_from(cls, table, origin=origin, section=name, errors=errors)
+    if not errors:  # the cross-key rules read values that passed their own checks
+        cfg = Config(**sections, source=None if origin == "<config>" else origin)
+        _check_across_keys(cfg, origin, errors)
+    if errors:
+        raise ConfigError("; ".join(errors))
     return cfg
 
 
@@ -676,44 +689,44 @@ def nav_options(cfg: Config):
     )
 
 
-def _check_across_keys(cfg: Config, origin: str) -> None:
-    """Rules that tie two keys together (each key alone was checked already)."""
+def _check_across_keys(cfg: Config, origin: str, errors: list[str]) -> None:
+    """Rules that tie two keys together (each key alone was checked already); adds to ``errors``."""
     r2 = cfg.ros2
     for key in ("cmd_topic", "odom_topic", "estop_topic", "battery_topic", "gps_topic", "imu_topic", "camera_topic"):
         name = getattr(r2, key)
         if name and not re.fullmatch(r"/?[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*", name):
-            raise ConfigError(f"{origin}: [ros2] {key}: {name!r} is not a ROS 2 topic name (letters, digits, _ "
+            errors.append(f"{origin}: [ros2] {key}: {name!r} is not a ROS 2 topic name (letters, digits, _ "
                               "and / separators)")
     if r2.namespace and not re.fullmatch(r"(/[A-Za-z_][A-Za-z0-9_]*)+", r2.namespace):
-        raise ConfigError(f"{origin}: [ros2] namespace: {r2.namespace!r} is not a ROS 2 namespace "
+        errors.append(f"{origin}: [ros2] namespace: {r2.namespace!r} is not a ROS 2 namespace "
                           "(e.g. /j100_0000)")
     if cfg.camera.source == "ros2" and cfg.robot.backend != "ros2":
-        raise ConfigError(f"{origin}: [camera] source = 'ros2' needs [robot] backend = 'ros2'")
+        errors.append(f"{origin}: [camera] source = 'ros2' needs [robot] backend = 'ros2'")
     if not r2.cmd_topic:
-        raise ConfigError(f"{origin}: [ros2] cmd_topic must not be empty (the robot is driven through it)")
+        errors.append(f"{origin}: [ros2] cmd_topic must not be empty (the robot is driven through it)")
     if cfg.serial.reconnect_min_s > cfg.serial.reconnect_max_s:
-        raise ConfigError(f"{origin}: [serial] reconnect_min_s {cfg.serial.reconnect_min_s} is above "
+        errors.append(f"{origin}: [serial] reconnect_min_s {cfg.serial.reconnect_min_s} is above "
                           f"reconnect_max_s {cfg.serial.reconnect_max_s}")
     nav = cfg.vnm_nav
     if nav.max_off_walk_m > 0 and nav.gps_approach_m > 0 and not nav.gps_approach_m < nav.max_off_walk_m:
-        raise ConfigError(f"{origin}: [vnm_nav] gps_approach_m {nav.gps_approach_m} must be below max_off_walk_m "
+        errors.append(f"{origin}: [vnm_nav] gps_approach_m {nav.gps_approach_m} must be below max_off_walk_m "
                           f"{nav.max_off_walk_m}: a walk starting between the two would get neither the GPS leg "
                           "onto it nor an armed off-walk guard")
     for i, entry in enumerate(cfg.mission.places):
         name, eq, node = entry.partition("=")
         if not (eq and re.fullmatch(r"[A-Za-z][\w-]*", name.strip()) and node.strip().isdigit()):
-            raise ConfigError(f"{origin}: [mission] places[{i}]: {entry!r} is not name=node_index "
+            errors.append(f"{origin}: [mission] places[{i}]: {entry!r} is not name=node_index "
                               "(e.g. \"depot=12\")")
     ui = cfg.ui
     if ui.auth == "pin" and not (ui.pin.isdigit() and 4 <= len(ui.pin) <= 12):
-        raise ConfigError(f"{origin}: [ui] auth = 'pin' needs [ui] pin of 4-12 digits")
+        errors.append(f"{origin}: [ui] auth = 'pin' needs [ui] pin of 4-12 digits")
     for o in ui.allowed_origins:
         if not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+", o):
-            raise ConfigError(f"{origin}: [ui] allowed_origins: {o!r} is not scheme://host[:port]")
+            errors.append(f"{origin}: [ui] allowed_origins: {o!r} is not scheme://host[:port]")
     for key, prompt in [("clip_prompt", cfg.models.clip_prompt)] + [
             (f"clip_prompt_ensemble[{i}]", p) for i, p in enumerate(cfg.models.clip_prompt_ensemble)]:
         if prompt.count("{}") != 1:
-            raise ConfigError(f"{origin}: [models] {key}: {prompt!r} must contain {{}} once (the landmark goes there)")
+            errors.append(f"{origin}: [models] {key}: {prompt!r} must contain {{}} once (the landmark goes there)")
 
 
 def load_config(path: str | Path | None) -> Config:
