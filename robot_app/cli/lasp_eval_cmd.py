@@ -54,9 +54,7 @@ def _eval_diagnose(args, config) -> int:
         cases = {d: load_cases(root / d) for d in domains}
     except CaseError as exc:
         raise UsageError(f"--devset {args.devset} names domain(s) {', '.join(domains)}: {exc}") from exc
-    print(f"eval lasp-diagnose: reaching the failures of {sum(len(c) for c in cases.values())} cases",
-          file=sys.stderr)
-    captured = capture_failures(cases, config=loop_config(config))
+    # the diagnoser first: a missing or broken model is reported before minutes of planning
     factory, desc, close = make_diagnoser(config, args.diagnoser)
     step = [0]
 
@@ -66,6 +64,9 @@ def _eval_diagnose(args, config) -> int:
             print(f"eval lasp-diagnose: {done}/{total} diagnoses", file=sys.stderr)
 
     try:
+        print(f"eval lasp-diagnose: reaching the failures of {sum(len(c) for c in cases.values())} cases",
+              file=sys.stderr)
+        captured = capture_failures(cases, config=loop_config(config))
         res = evaluate(devset, captured, factory, progress=progress)
     except DevSetError as exc:
         raise UsageError(str(exc)) from exc
