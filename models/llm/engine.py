@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -89,23 +90,29 @@ def amx_reported() -> bool:
 def _model_params(**fields: Any) -> Iterator[None]:
     """Set fields of llama.cpp's model parameters that ``Llama()`` does not expose (``use_extra_bufts``):
     its default-parameter factory is wrapped while the model loads. Fields this llama.cpp lacks are
-    ignored."""
+    ignored. The factory is module state, so loads in one process are serialised (:data:`_LOAD_LOCK`): two
+    threads loading at once would otherwise see each other's settings."""
     import llama_cpp.llama_cpp as lib
 
-    original = lib.llama_model_default_params
+    with _LOAD_LOCK:
+        original = lib.llama_model_default_params
 
-    def params() -> Any:
-        p = original()
-        for name, value in fields.items():
-            if hasattr(p, name):
-                setattr(p, name, value)
-        return p
+        def params() -> Any:
+            p = original()
+            for name, value in fields.items():
+                if hasattr(p, name):
+                    setattr(p, name, value)
+            return p
 
-    lib.llama_model_default_params = params
-    try:
-        yield
-    finally:
-        lib.llama_model_default_params = original
+        lib.llama_model_default_params = params
+        try:
+            yield
+        finally:
+            lib.llama_model_default_params = original
+
+
+#: held while a model loads with :func:`_model_params` (see there)
+_LOAD_LOCK = threading.Lock()
 
 
 class GrammarCache:
