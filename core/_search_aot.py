@@ -1,7 +1,7 @@
 """The walk-search kernels compiled ahead of time: the same numba code, loaded without numba or LLVM.
 
 Importing numba and loading the JIT kernels of :mod:`core._search_kernels` from numba's on-disk cache adds
-about 130 MB to a process (numba, llvmlite and LLVM's code and data) and 0.4-1 s to its start. The robot
+100-130 MB to a process (numba, llvmlite and LLVM's code and data) and 0.4-1 s to its start. The robot
 only runs the kernels, so they can be compiled once on the robot itself (numba's ahead-of-time compiler,
 ``numba.pycc``: numba docs, "Compiling code ahead of time") into a plain CPython extension module of
 under 1 MB that imports with numpy alone.
@@ -22,8 +22,9 @@ Rules that keep the compiled module equal to the JIT one and safe to call:
   process), so :class:`CompiledKernels` checks every argument against the signatures recorded in the stamp
   and raises :class:`TypeError` instead.
 - **Never stale, never half written.** The stamp (``search-kernels.json``) records the sha256 of
-  ``core/_search_kernels.py``, the numba, numpy and Python versions, the CPU and the module file's own
-  sha256; :func:`load` refuses the module when any differs (the caller then uses the JIT kernels). Files are
+  ``core/_search_kernels.py`` and of this builder, the numba, numpy and Python versions, the CPU, and one
+  sha256 over the module file and the stamp's signature table together; :func:`load` refuses the module
+  when any differs or the table is malformed (the caller then uses the JIT kernels). Files are
   written to temporary names, fsynced and renamed, the module before the stamp: a power cut leaves the
   old pair or a stamp whose file sha256 no longer matches, both refused.
 """
@@ -31,6 +32,7 @@ Rules that keep the compiled module equal to the JIT one and safe to call:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import importlib.machinery
 import importlib.metadata
@@ -86,8 +88,9 @@ def _versions() -> dict:
         numba_version = importlib.metadata.version("numba")
     except importlib.metadata.PackageNotFoundError:
         numba_version = None
-    return {"source_sha256": _sha256(_SOURCE), "numba": numba_version, "numpy": np.__version__,
-            "python": sys.implementation.cache_tag, "machine": platform.machine(), "cpu": _cpu_id()}
+    return {"source_sha256": _sha256(_SOURCE), "builder_sha256": _sha256(Path(__file__)), "numba": numba_version,
+            "numpy": np.__version__, "python": sys.implementation.cache_tag, "machine": platform.machine(),
+            "cpu": _cpu_id()}
 
 
 def module_path(directory: str | os.PathLike) -> Path:
@@ -95,8 +98,40 @@ def module_path(directory: str | os.PathLike) -> Path:
     return Path(directory) / (MODULE + importlib.machinery.EXTENSION_SUFFIXES[0])
 
 
+def _content_sha256(module_bytes: bytes, exports) -> str:
+    """sha256 of the module file and the export table together: the stamp's signatures are what the argument
+    checks trust, so an edited or damaged table is refused like a damaged module."""
+    h = hashlib.sha256(module_bytes)
+    h.update(json.dumps(exports, sort_keys=True, separators=(",", ":")).encode())
+    return h.hexdigest()
+
+
+def _spec_ok(spec) -> bool:
+    if not isinstance(spec, dict):
+        return False
+    if set(spec) == {"scalar"}:
+        return spec["scalar"] in ("bool", "int64", "int32", "float64", "float32")
+    return (set(spec) == {"array", "ndim", "layout"} and spec["array"] in ("bool", "int64", "int32", "float64",
+                                                                          "float32")
+            and isinstance(spec["ndim"], int) and 1 <= spec["ndim"] <= 3 and spec["layout"] in ("C", "A"))
+
+
+def _exports_problem(exports) -> str | None:
+    """What is wrong with a stamp's export table (shape, kernels), or None."""
+    if not isinstance(exports, dict) or not exports:
+        return "no export table"
+    for name, entry in exports.items():
+        if not (isinstance(entry, dict) and entry.get("kernel") in KERNELS and isinstance(entry.get("args"), list)
+                and all(_spec_ok(a) for a in entry["args"]) and name.startswith(f"{entry['kernel']}__")):
+            return f"export {name!r} is not a known kernel's signature"
+    missing = sorted(set(KERNELS) - {e["kernel"] for e in exports.values()})
+    if missing:
+        return f"built without {', '.join(missing)}"
+    return None
+
+
 def stamp_problem(directory: str | os.PathLike) -> str | None:
-    """Why the compiled kernels in ``directory`` cannot be used here, or None when they can."""
+    """Why the compiled kernels in ``directory`` cannot be used here, or None when they can. Never raises."""
     d = Path(directory)
     try:
         stamp = json.loads((d / STAMP_FILE).read_text())
@@ -108,16 +143,26 @@ def stamp_problem(directory: str | os.PathLike) -> str | None:
         return f"{d / STAMP_FILE}: not a stamp of format {STAMP_FORMAT}"
     now = _versions()
     for key, what in (("source_sha256", "the kernels' source (core/_search_kernels.py) changed"),
+                      ("builder_sha256", "the builder (core/_search_aot.py) changed"),
                       ("numba", "numba version"), ("numpy", "numpy version"), ("python", "Python version"),
                       ("machine", "CPU architecture"), ("cpu", "CPU model or features")):
         if stamp.get(key) != now[key]:
-            if key == "source_sha256":
+            if key.endswith("_sha256"):
                 return f"stale: {what} since the build"
             return f"stale: {what} {stamp.get(key)} at the build, {now[key]} now"
-    path = d / stamp.get("file", "")
-    if not path.is_file():
+    if stamp.get("file") != module_path(d).name:
+        return f"{d / STAMP_FILE}: names the module {stamp.get('file')!r}, not {module_path(d).name}"
+    why = _exports_problem(stamp.get("exports"))
+    if why is not None:
+        return f"{d / STAMP_FILE}: {why}"
+    path = module_path(d)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
         return f"{path}: missing"
-    if _sha256(path) != stamp.get("file_sha256"):
+    except OSError as exc:
+        return f"{path}: unreadable ({exc.strerror or exc})"
+    if _content_sha256(data, stamp["exports"]) != stamp.get("content_sha256"):
         return f"{path}: does not match its stamp (changed or half written)"
     return None
 
@@ -217,14 +262,20 @@ def load(directory: str | os.PathLike) -> CompiledKernels:
     if problem is not None:
         raise (FileNotFoundError if problem.startswith("no compiled") else ValueError)(problem)
     stamp = read_stamp(d)
-    path = d / stamp["file"]
+    path = module_path(d)
     spec = importlib.util.spec_from_file_location(MODULE, path)
     try:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     except ImportError as exc:
         raise ValueError(f"{path}: cannot be imported ({exc})") from exc
-    return CompiledKernels(module, stamp, d)
+    missing = [e for e in stamp["exports"] if not callable(getattr(module, e, None))]
+    if missing:
+        raise ValueError(f"{path}: lacks the stamp's {', '.join(missing)}")
+    try:
+        return CompiledKernels(module, stamp, d)
+    except (KeyError, TypeError, AttributeError) as exc:  # stamp_problem checked the table; belt and braces
+        raise ValueError(f"{d / STAMP_FILE}: unusable export table ({exc})") from exc
 
 
 # -- build -------------------------------------------------------------------------------------------------
@@ -248,17 +299,61 @@ def _gil_releasing_wrappers():
         pycc_compiler.Flags = base
 
 
+def self_test(directory: str | os.PathLike) -> None:
+    """Plan test walks with the compiled kernels in ``directory`` and with the JIT kernels; raises
+    :class:`AssertionError` when they differ (run by :func:`build` in a child process before a new build
+    replaces the old one, so a module that crashes or computes other walks is never installed)."""
+    from core import _search_kernels, search
+    from core.synthetic import random_geometric_graph
+
+    compiled, jit = search._Kernels(), search._Kernels()
+    compiled.use(load(directory), "compiled", str(directory))
+    jit.use(_search_kernels, "jit", "self test")
+    saved = search.kern
+    try:
+        for seed, alpha in ((0, 0.005), (1, 0.0), (2, 0.02)):
+            ip, ix, w, _ = random_geometric_graph(300, degree=6, seed=seed)
+            rng = np.random.default_rng(seed)
+            logp = np.log(rng.dirichlet(np.ones(300), size=3).T)
+            walks = []
+            for k in (compiled, jit):
+                search.kern = k
+                r = search.plan_walk(ip, ix, w, logp, 7, alpha=alpha)
+                m = search.plan_max_likelihood(ip, ix, w, logp, 7, alpha=alpha)
+                walks.append((r.nodes.tolist(), r.objective, r.length, m.nodes.tolist()))
+            assert walks[0] == walks[1], f"compiled and JIT walks differ (seed {seed}, alpha {alpha})"
+    finally:
+        search.kern = saved
+
+
+def _check_in_child(directory: Path) -> None:
+    import subprocess
+
+    code = f"from core._search_aot import self_test; self_test({str(directory)!r}); print('self test ok')"
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    try:
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
+    except subprocess.TimeoutExpired as exc:
+        raise KernelBuildError("the new kernels' self test did not finish in 600 s; not installed") from exc
+    if res.returncode != 0 or "self test ok" not in res.stdout:
+        last = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[-1]
+        raise KernelBuildError(f"the new kernels failed their self test ({last}); not installed")
+
+
 def _replace(src: Path, dst: Path) -> None:
     with open(src, "rb") as f:
         os.fsync(f.fileno())
     os.replace(src, dst)
 
 
-def build(directory: str | os.PathLike) -> dict:
-    """Compile the walk-search kernels into ``directory`` (created) and return the stamp written there.
+def build(directory: str | os.PathLike, *, only_if_stale: bool = False) -> tuple[dict, bool]:
+    """Compile the walk-search kernels into ``directory`` (created); returns ``(stamp, built)``.
 
-    Takes 5-30 s (LLVM at -O3 and the C compiler). Raises :class:`KernelBuildError` when numba, the C
-    compiler or the Python headers are missing or compilation fails; files already in ``directory`` are
+    Takes 5-30 s (LLVM at -O3 and the C compiler). Builds into one folder take turns (a lock file,
+    ``.build.lock``); with ``only_if_stale`` a current build found once the lock is held is kept
+    (``built`` False). Raises :class:`KernelBuildError` when numba, the C compiler or the Python headers
+    are missing, compilation fails or the folder cannot be written; files already in ``directory`` are
     then left as they were.
     """
     d = Path(directory)
@@ -275,8 +370,23 @@ def build(directory: str | os.PathLike) -> dict:
         from core import _search_kernels as jit
     except ImportError as exc:
         raise KernelBuildError(f"numba is needed to build the kernels: {exc}") from exc
-    for stale in d.glob(".build-*"):  # left by a build that was killed (power cut)
-        shutil.rmtree(stale, ignore_errors=True)
+    try:
+        lock = open(d / ".build.lock", "a")  # noqa: SIM115 - held for the whole build
+    except OSError as exc:
+        raise KernelBuildError(f"{d}: cannot write there ({exc.strerror or exc})") from exc
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time per folder; the next one waits
+        if only_if_stale and stamp_problem(d) is None:
+            return read_stamp(d), False  # another build made them current while this one waited
+        for stale in d.glob(".build-*"):  # left by a build that was killed (power cut)
+            shutil.rmtree(stale, ignore_errors=True)
+        try:
+            return _build_locked(d, CC, jit), True
+        except OSError as exc:
+            raise KernelBuildError(f"{d}: cannot write the kernels there ({exc.strerror or exc})") from exc
+
+
+def _build_locked(d: Path, CC, jit) -> dict:  # noqa: N803 - numba's class
     versions = _versions()
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=".build-", dir=d) as tmp:
@@ -306,11 +416,12 @@ def build(directory: str | os.PathLike) -> dict:
             raise KernelBuildError(f"the compiler wrote no {built.name} in {tmp}")
         if b"PyEval_SaveThread" not in built.read_bytes():
             raise KernelBuildError("the compiled kernels would hold the GIL during a search (numba.pycc changed?)")
-        stamp = {"format": STAMP_FORMAT, **versions, "file": built.name, "file_sha256": _sha256(built),
-                 "target_cpu": "host", "built_unix_s": round(time.time(), 3),
-                 "build_s": round(time.monotonic() - t0, 2), "exports": exports}
+        stamp = {"format": STAMP_FORMAT, **versions, "file": built.name,
+                 "content_sha256": _content_sha256(built.read_bytes(), exports), "target_cpu": "host",
+                 "built_unix_s": round(time.time(), 3), "build_s": round(time.monotonic() - t0, 2), "exports": exports}
         tmp_stamp = Path(tmp) / STAMP_FILE
         tmp_stamp.write_text(json.dumps(stamp, indent=1) + "\n")
+        _check_in_child(Path(tmp))
         _replace(built, module_path(d))
         _replace(tmp_stamp, d / STAMP_FILE)
     fd = os.open(d, os.O_RDONLY)

@@ -1,7 +1,7 @@
 """``robot-app kernels build|info``: the walk-search kernels compiled ahead of time (core._search_aot).
 
 The service plans with the compiled kernels in ``[paths] kernels_dir`` when they are current and with
-numba's JIT kernels otherwise (same walks; the JIT costs about 130 MB of RSS and its load at start).
+numba's JIT kernels otherwise (same walks; the JIT costs about 100 MiB of the service's RSS and its load at start).
 ``build`` runs on the robot itself (numba, a C compiler and the Python headers); the systemd unit runs
 ``kernels build --if-stale`` before each start, so an upgrade of the product, numba, numpy or Python
 rebuilds them once.
@@ -33,8 +33,6 @@ def register(sub, groups) -> None:
 
     m = groups["bench"].add_parser("service-memory", help="the idle service's RSS with the compiled and with the JIT "
                                                           "walk-search kernels (sim devices in a child process)")
-    m.add_argument("--models", metavar="DIR", default=None,
-                   help="models directory (default: the shipped simulator models)")
     m.add_argument("--kernels", choices=("both", "compiled", "jit"), default="both")
     m.add_argument("--idle-s", type=float, default=10.0, help="seconds of idle sampling per run (default %(default)s)")
     m.add_argument("--json", action="store_true", help=JSON_HELP)
@@ -46,9 +44,7 @@ def _bench_memory(args, config) -> int:
 
     if args.idle_s <= 0:
         raise UsageError(f"--idle-s: must be > 0, got {args.idle_s}")
-    models = args.models or sm.default_models_dir()
-    if not Path(models).is_dir():
-        raise UsageError(f"--models: {models} is not a folder")
+    models = sm.default_models_dir()  # the idle service opens no model (first use does): any folder measures the same
     backends = ("compiled", "jit") if args.kernels == "both" else (args.kernels,)
     kdir = config.paths.kernels_dir if Path(config.paths.kernels_dir).is_dir() else None
     try:
@@ -62,7 +58,9 @@ def _bench_memory(args, config) -> int:
 
 
 def _dir(args, config) -> str:
-    return args.dir or config.paths.kernels_dir
+    if args.dir is not None and not args.dir.strip():
+        raise UsageError("--dir: empty path (leave --dir out for [paths] kernels_dir)")
+    return args.dir if args.dir is not None else config.paths.kernels_dir
 
 
 def _build(args, config) -> int:
@@ -78,10 +76,14 @@ def _build(args, config) -> int:
         print(f"kernels build: compiling the walk-search kernels into {d} ({problem or 'rebuild asked for'}) ...",
               file=sys.stderr)
     try:
-        stamp = _search_aot.build(d)
+        stamp, built = _search_aot.build(d, only_if_stale=args.if_stale)
     except _search_aot.KernelBuildError as exc:
         print(f"kernels build: {exc}; the service plans with numba's JIT kernels meanwhile", file=sys.stderr)
         return 1
+    if not built:
+        out = {"built": False, "dir": d, "reason": "current"}
+        print(json.dumps(out) if args.json else f"kernels build: another build made the kernels in {d} current")
+        return 0
     out = {"built": True, "dir": d, "file": stamp["file"], "build_s": stamp["build_s"], "numba": stamp["numba"]}
     print(json.dumps(out) if args.json else
           f"kernels build: wrote {d}/{stamp['file']} in {stamp['build_s']:.1f} s (numba {stamp['numba']})")
@@ -96,14 +98,16 @@ def _info(args, config) -> int:
     out = {"dir": d, "current": problem is None, "problem": problem}
     if problem is None:
         stamp = _search_aot.read_stamp(d)
-        out.update({k: stamp[k] for k in ("file", "numba", "numpy", "python", "machine", "built_unix_s", "build_s")})
+        out.update({k: stamp.get(k) for k in ("file", "numba", "numpy", "python", "machine", "built_unix_s",
+                                               "build_s")})
         out["kernels"] = sorted({e["kernel"] for e in stamp["exports"].values()})
     if args.json:
         print(json.dumps(out, indent=2))
     elif problem is None:
         import time
 
-        built = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(out["built_unix_s"]))
+        t = out["built_unix_s"]
+        built = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if isinstance(t, (int, float)) else "?"
         print(f"compiled walk-search kernels in {d}: current (built {built} with numba {out['numba']}, "
               f"numpy {out['numpy']}, {out['python']} on {out['machine']}); the service plans with them")
     else:

@@ -143,6 +143,76 @@ def test_a_stale_build_is_refused_with_the_reason_and_planning_uses_the_jit(comp
     assert r.ok and search.kernels_info()["backend"] == "jit" and reason in search.kernels_info()["detail"]
 
 
+def _edit_exports(d, edit, *, rehash=False):
+    """Change the stamp's export table in place (``rehash``: as a build would have, with a matching hash)."""
+    path = d / _search_aot.STAMP_FILE
+    stamp = json.loads(path.read_text())
+    edit(stamp)
+    if rehash:
+        stamp["content_sha256"] = _search_aot._content_sha256(_search_aot.module_path(d).read_bytes(),
+                                                              stamp["exports"])
+    path.write_text(json.dumps(stamp))
+
+
+def _swap_csr_check_signatures(stamp):
+    ex = stamp["exports"]
+    ex["csr_check__0"]["args"], ex["csr_check__1"]["args"] = ex["csr_check__1"]["args"], ex["csr_check__0"]["args"]
+
+
+@pytest.mark.parametrize("edit, reason", [
+    (_swap_csr_check_signatures, "does not match its stamp"),  # would call a float32 kernel on float64 data
+    (lambda st: st.pop("exports"), "no export table"),
+    (lambda st: st.update(exports=[]), "no export table"),
+    (lambda st: st["exports"]["csr_check__0"].pop("kernel"), "export 'csr_check__0' is not a known kernel's"),
+    (lambda st: st["exports"]["csr_check__0"].update(args="x"), "export 'csr_check__0' is not a known kernel's"),
+    (lambda st: st.update(file=5), "names the module 5"),
+    (lambda st: st.update(file="../elsewhere.so"), "names the module '../elsewhere.so'"),
+    (lambda st: st.update(builder_sha256="0" * 64), "stale: the builder (core/_search_aot.py) changed"),
+])
+def test_an_edited_or_damaged_export_table_is_refused_never_trusted(compiled_dir, tmp_path, monkeypatch, edit,
+                                                                     reason):
+    d = _copy_build(compiled_dir, tmp_path)
+    _edit_exports(d, edit)
+    assert reason in _search_aot.stamp_problem(d)
+    monkeypatch.setattr(search, "kern", search._Kernels())
+    info = search.use_compiled_kernels(d)  # falls back, never raises
+    assert info["backend"] == "jit" and reason in info["detail"]
+    out = _cli("kernels", "info", "--dir", str(d))
+    assert out.returncode == 1 and reason in out.stdout and "Traceback" not in out.stderr
+
+
+def test_a_build_missing_a_kernel_the_product_calls_is_stale(compiled_dir, tmp_path):
+    d = _copy_build(compiled_dir, tmp_path)  # as if KERNELS grew since the build
+    _edit_exports(d, lambda st: [st["exports"].pop(k) for k in list(st["exports"]) if k.startswith("walk_length")],
+                  rehash=True)
+    assert _search_aot.stamp_problem(d).endswith("built without walk_length_kernel")
+
+
+def test_concurrent_builds_take_turns_and_only_one_compiles(tmp_path):
+    d = tmp_path / "k"
+    procs = [subprocess.Popen([sys.executable, "-m", "robot_app", "kernels", "build", "--dir", str(d), "--if-stale",
+                               "--json"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    built = sorted(json.loads(o.strip().splitlines()[-1])["built"] for o, _ in outs)
+    assert built == [False, True] and _search_aot.stamp_problem(d) is None
+    assert not list(d.glob(".build-*"))
+
+
+def test_walk_length_checks_nodes_and_copies_read_only_input(compiled):
+    ip, ix, w = np.array([0, 1, 2]), np.array([1, 0]), np.ones(2, np.float32)
+    with pytest.raises(ValueError, match=r"walk: node 10000000000000 is outside \[0, 2\)"):
+        search.walk_length(np.array([10**13, 0]), ip, ix, w)
+    with pytest.raises(ValueError, match="not a CSR graph"):
+        search.walk_length(np.array([0, 1]), ip, ix, np.ones(3))
+    g = search.check_graph(ip, ix, w)  # read-only views, read as they are
+    assert search.walk_length(np.array([0, 1, 0]), *g) == 2.0
+    logp = np.broadcast_to(np.array([[-9.0], [0.0]]), (2, 1))  # read-only, as a memory map would be
+    r = search.plan_walk(*g, logp, 0)
+    assert r.ok and r.nodes.tolist() == [0, 1]
+
+
 def test_a_half_written_or_missing_module_and_a_garbled_stamp_are_refused(compiled_dir, tmp_path):
     d = _copy_build(compiled_dir, tmp_path)
     so = _search_aot.module_path(d)
@@ -200,6 +270,12 @@ def test_cli_build_without_a_c_compiler_fails_clearly_and_leaves_the_old_build(c
     assert not list(d.glob(".build-*"))
 
 
+def test_cli_refuses_an_empty_dir(tmp_path):
+    for action in ("build", "info"):
+        out = _cli("kernels", action, "--dir", "")
+        assert out.returncode == 2 and "--dir: empty path" in out.stderr
+
+
 def test_cli_build_into_a_folder_that_cannot_be_made_names_it(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -220,3 +296,11 @@ def test_bench_service_memory_runs_the_idle_service_without_llvm(compiled_dir, t
     assert sorted(run["warm_up_steps_s"]) == ["route planner (walk search kernels)", "task planner"]
     assert all(v is not None for v in run["warm_up_steps_s"].values())
     assert run["kernels_log"].startswith("compiled kernels in")
+
+
+def test_a_new_build_that_fails_its_self_test_in_a_child_is_never_installed(compiled_dir, tmp_path):
+    _search_aot.self_test(compiled_dir)  # the real build passes: compiled walks == JIT walks
+    d = _copy_build(compiled_dir, tmp_path)
+    _edit_exports(d, _swap_csr_check_signatures)
+    with pytest.raises(_search_aot.KernelBuildError, match="failed their self test .*does not match its stamp"):
+        _search_aot._check_in_child(d)
