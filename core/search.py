@@ -39,7 +39,7 @@ class _Kernels:
     """The walk-search kernels in use: compiled ahead of time (:mod:`core._search_aot`, after
     :func:`use_compiled_kernels`) or else numba's JIT kernels (:mod:`core._search_kernels`), imported at the
     first plan or :func:`warm_up` so that a process that never plans, or plans with the compiled kernels,
-    never loads numba and LLVM (about 130 MB)."""
+    never loads numba and LLVM (about 100 MiB of the service's RSS)."""
 
     def __init__(self):
         self.backend = None  # "compiled" or "jit" once chosen
@@ -245,6 +245,8 @@ def _validate_logp(landmark_logp, n: int) -> np.ndarray:
     if not np.issubdtype(logp.dtype, np.floating) and not np.issubdtype(logp.dtype, np.integer):
         raise ValueError(f"landmark_logp: expected a float dtype, got {logp.dtype}")
     logp = logp.astype(np.float64, copy=False)  # any layout: the search kernel reads it strided
+    if not logp.flags.writeable:  # a memory map or broadcast view: the kernels take writeable arrays
+        logp = logp.copy()
     if np.isnan(logp).any():
         raise ValueError("landmark_logp: contains NaN")
     if np.isposinf(logp).any():
@@ -270,16 +272,36 @@ def _validate_alpha(alpha) -> float:
 def walk_length(nodes: np.ndarray, indptr, indices, weights) -> float:
     """Sum of D over consecutive nodes of a walk (the cheapest parallel edge), float64 time steps.
 
+    ``indptr, indices, weights`` is a CSR graph (as :func:`plan_walk` takes; the read-only arrays of
+    :func:`check_graph` are read without a copy); ``nodes`` (m,) integer node indices.
+
     Raises
     ------
     ValueError
-        If two consecutive nodes are not joined by an edge.
+        If two consecutive nodes are not joined by an edge, a node is outside [0, N), or the arrays are
+        not a CSR graph (wrong dimensions or lengths).
     """
-    nodes = np.ascontiguousarray(nodes, dtype=np.int64)
-    indptr, indices = np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(indices, dtype=np.int64)
-    weights = np.ascontiguousarray(weights)
-    if weights.dtype != np.float32:
-        weights = weights.astype(np.float64)
+    hit = _already_checked(indptr, indices, weights)
+    if hit is not None:
+        indptr, indices, weights = hit[0]
+    else:  # the kernel reads writeable contiguous arrays; it checks no bounds, so they are checked here
+        indptr, indices = (np.array(a, dtype=np.int64, copy=not a.flags.writeable) if isinstance(a, np.ndarray)
+                           else np.asarray(a, dtype=np.int64) for a in (indptr, indices))
+        indptr, indices = np.ascontiguousarray(indptr), np.ascontiguousarray(indices)
+        weights = np.asarray(weights)
+        weights = np.ascontiguousarray(weights if weights.dtype == np.float32 else weights.astype(np.float64))
+        if not weights.flags.writeable:
+            weights = weights.copy()
+        if indptr.ndim != 1 or indptr.shape[0] < 1 or indices.ndim != 1 or indices.shape != weights.shape:
+            raise ValueError(f"walk_length: not a CSR graph (indptr {indptr.shape}, indices {indices.shape}, "
+                             f"weights {weights.shape})")
+        if indptr[0] != 0 or indptr[-1] != indices.shape[0] or (np.diff(indptr) < 0).any():
+            raise ValueError("walk_length: indptr must start at 0, be non-decreasing and end at len(indices)")
+    nodes = np.array(nodes, dtype=np.int64).reshape(-1)
+    n = indptr.shape[0] - 1
+    bad = (nodes < 0) | (nodes >= n)
+    if bad.any():
+        raise ValueError(f"walk: node {int(nodes[np.argmax(bad)])} is outside [0, {n})")
     total = float(kern.walk_length_kernel(nodes, indptr, indices, weights))
     if np.isnan(total):
         for a, b in zip(nodes[:-1], nodes[1:]):
