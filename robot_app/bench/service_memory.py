@@ -3,12 +3,13 @@ kernels and with numba's JIT kernels.
 
 What it runs, as on the robot: the simulated devices (``robot-app sim devices``) in one child process and
 the service (``robot-app run``, no camera, the touchscreen API on a free loopback port) in another, with the
-models of ``--models``. Once both warm-up steps are logged (route planner and task planner: the service is
-then as loaded as it stays while idle) it samples the service's ``VmRSS`` (``/proc/PID/status``) every
-0.25 s for ``idle_s``; it also records whether LLVM is mapped into the process (``libllvmlite`` in
-``/proc/PID/maps``) and each warm-up step's time from the log. The compiled kernels are built first, into
-the run's temporary folder (``robot-app kernels build``), unless ``kernels_dir`` names a current build.
-Linux only (``/proc``).
+shipped simulator models in ``[paths] models_dir`` (the idle service opens no model: CLIP and the VNM open
+on their first use, so the figure does not depend on them). Once both warm-up steps are logged (route
+planner and task planner: the service is then as loaded as it stays while idle) it samples the service's
+``VmRSS`` (``/proc/PID/status``) every 0.25 s for ``idle_s``; it also records whether LLVM is mapped into
+the process (``libllvmlite`` in ``/proc/PID/maps``) and each warm-up step's time from the log. The compiled
+kernels are built first, into the run's temporary folder (``robot-app kernels build``), unless
+``kernels_dir`` names a current build. Linux only (``/proc``).
 """
 
 from __future__ import annotations
