@@ -8,6 +8,7 @@ VNM when torch is installed).
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -209,6 +210,11 @@ def _calibration_drives(args, config, in_dir: Path, kinds) -> list:
         return []  # no VNM: quantize_models reports it
     rate = float(sc.params.get("frame_rate_hz", 4.0))
     if args.calibration:
+        seen = [Path(p).resolve() for p in args.calibration]
+        twice = sorted({str(p) for p in seen if seen.count(p) > 1})
+        if twice:
+            raise UsageError(f"--calibration {twice[0]}: given twice (its steps would count as held out and "
+                             "calibrated at once)")
         try:
             return [drive_from_log(p, frame_rate_hz=rate) for p in args.calibration]
         except CalibrationError as exc:
@@ -231,7 +237,8 @@ def _quantize(args, config) -> int:
     bad = [k for k in kinds if k not in QUANTIZE_KINDS]
     if not kinds or bad:
         raise UsageError(f"--only {args.only}: give some of {', '.join(QUANTIZE_KINDS)}")
-    if not (0 < args.min_cosine <= 1) or not (0 < args.dist_tol <= 1) or args.min_speedup < 0 or args.repeats < 1:
+    if not (0 < args.min_cosine <= 1) or not (0 < args.dist_tol <= 1) or not (args.min_speedup >= 0) \
+            or not math.isfinite(args.min_speedup) or args.repeats < 1:
         raise UsageError("--min-cosine and --dist-tol must be in (0, 1], --min-speedup >= 0, --repeats >= 1")
     try:
         from models.export.quantize import QuantizeError, quantize_models

@@ -189,6 +189,11 @@ def test_bad_calibration_logs_are_refused_naming_the_path(tmp_path, capsys):
                  "--calibration", str(empty)]) == 2
     assert "--calibration calibrates the VNM's static" in capsys.readouterr().err
     assert main(["models", "quantize", str(SIM), str(tmp_path / "o"), "--dist-tol", "0"]) == 2
+    assert main(["models", "quantize", str(SIM), str(tmp_path / "o"), "--min-speedup", "nan"]) == 2
+    capsys.readouterr()
+    assert main(["models", "quantize", str(SIM), str(tmp_path / "o"), "--only", "vnm", "--calibration", str(empty),
+                 "--calibration", str(empty) + "/"]) == 2
+    assert f"--calibration {empty}: given twice" in capsys.readouterr().err
     with pytest.raises(ValueError, match="VNM method"):
         quantize_models(SIM, tmp_path / "o", kinds=("vnm",), vnm_method="fast")
 
