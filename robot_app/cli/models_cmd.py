@@ -434,12 +434,17 @@ def _verify(d: Path, config, rows) -> bool:
             status["vnm"]["parity"] = {"ok": False, "error": str(exc)}
             return True
         q = bound("vnm")
-        if q:  # int8 (or fp16) vs the fp32 reference: the bounds `models quantize` checked
+        extra = {}
+        if q and not all(isinstance(q.get(k), (int, float)) for k in ("min_cosine", "dist_tol_steps")):
+            ok = False  # a damaged sidecar: nothing to hold the file to
+            extra["error"] = (f"the sidecar's int8 bounds are not numbers: min_cosine {q.get('min_cosine')!r}, "
+                              f"dist_tol_steps {q.get('dist_tol_steps')!r}")
+        elif q:  # int8 (or fp16) vs the fp32 reference: the bounds `models quantize` checked
             ok = (r["waypoints_cosine_min"] >= q["min_cosine"] and r["closest_goal_excess_steps"] <= q["dist_tol_steps"]
                   and r["dist_max_abs"] <= q["dist_tol_steps"])
         else:
             ok = max(r["dist_max_abs"], r["waypoints_max_abs"]) < 1e-3
-        status["vnm"]["parity"] = {**r, "ok": ok}
+        status["vnm"]["parity"] = {**r, "ok": ok, **extra}
         failed |= not ok
     if status["text-embed"]["status"] == "ok":
         te = text_embed.open_text_embedder(d, config=config, warm_up=False, bundled=True)

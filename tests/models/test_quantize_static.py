@@ -96,6 +96,20 @@ def test_models_info_shows_the_static_file_as_int8_and_verifies_it(static_dir, c
     assert row["params"]["quantization"] == STATIC_LABEL
 
 
+def test_verify_refuses_an_int8_sidecar_whose_bounds_are_not_numbers(static_dir, tmp_path, capsys):
+    import shutil
+
+    d = tmp_path / "m"
+    shutil.copytree(static_dir, d)
+    sc_path = d / "vnm.onnx.json"
+    sc = json.loads(sc_path.read_text())
+    sc["params"]["int8"]["dist_tol_steps"] = None
+    sc_path.write_text(json.dumps(sc))
+    assert main(["models", "info", "--models", str(d), "--verify", "--json"]) == 1
+    row = {r["kind"]: r for r in json.loads(capsys.readouterr().out)["models"]}["vnm"]
+    assert row["parity"]["ok"] is False and "dist_tol_steps None" in row["parity"]["error"]
+
+
 def test_static_that_fails_parity_falls_back_to_fp32_with_its_figures(tmp_path):
     res = quantize_models(SIM, tmp_path / "o", kinds=("vnm",), vnm_method="static", min_cosine=1.0, repeats=2)
     row = res["models"]["vnm"]
