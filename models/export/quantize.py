@@ -320,7 +320,8 @@ def quantize_models(in_dir: str | os.PathLike, out_dir: str | os.PathLike, *, co
     Raises
     ------
     QuantizeError
-        Bad folders. ``ModelError`` subclasses: an input model fails its sidecar check.
+        Bad folders, or ``in_dir`` holds none of the ``kinds``' files. ``ModelError`` subclasses: an input
+        model fails its sidecar check.
     ValueError
         An unknown kind or VNM method, ``min_cosine`` outside (0, 1], ``dist_tol`` outside (0, 1] or
         ``min_speedup`` / ``repeats`` below 0 / 1.
@@ -336,6 +337,9 @@ def quantize_models(in_dir: str | os.PathLike, out_dir: str | os.PathLike, *, co
         raise ValueError(f"unknown VNM method {vnm_method!r} (one of {', '.join(VNM_METHODS)})")
     mc = getattr(config, "models", config)
     in_dir, out_dir = Path(in_dir), Path(out_dir)
+    files = [getattr(mc, QUANTIZABLE[k][0], QUANTIZABLE[k][1]) for k in kinds]
+    if in_dir.is_dir() and not any((in_dir / f).is_file() for f in files):
+        raise QuantizeError(f"{in_dir}: holds none of the models asked for ({', '.join(files)})")
     staging = _prepare_out(in_dir, out_dir)
     try:
         report = _quantize_into(staging, in_dir, out_dir, mc, kinds, retrieval, min_cosine=min_cosine,

@@ -122,6 +122,9 @@ def test_bad_folders_and_options_are_refused_and_nothing_is_written(tmp_path, ca
     assert "no such models directory" in capsys.readouterr().err
     assert main(["models", "quantize", str(SIM), str(tmp_path / "o"), "--only", "llm"]) == 2
     assert main(["models", "quantize", str(SIM), str(tmp_path / "o"), "--min-cosine", "0"]) == 2
+    capsys.readouterr()
+    assert main(["models", "quantize", str(busy), str(tmp_path / "o"), "--only", "vnm"]) == 2
+    assert f"{busy}: holds none of the models asked for (vnm.onnx)" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
     copy = tmp_path / "copy"
     shutil.copytree(SIM, copy)
