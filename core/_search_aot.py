@@ -299,37 +299,10 @@ def _gil_releasing_wrappers():
         pycc_compiler.Flags = base
 
 
-def self_test(directory: str | os.PathLike) -> None:
-    """Plan test walks with the compiled kernels in ``directory`` and with the JIT kernels; raises
-    :class:`AssertionError` when they differ (run by :func:`build` in a child process before a new build
-    replaces the old one, so a module that crashes or computes other walks is never installed)."""
-    from core import _search_kernels, search
-    from core.synthetic import random_geometric_graph
-
-    compiled, jit = search._Kernels(), search._Kernels()
-    compiled.use(load(directory), "compiled", str(directory))
-    jit.use(_search_kernels, "jit", "self test")
-    saved = search.kern
-    try:
-        for seed, alpha in ((0, 0.005), (1, 0.0), (2, 0.02)):
-            ip, ix, w, _ = random_geometric_graph(300, degree=6, seed=seed)
-            rng = np.random.default_rng(seed)
-            logp = np.log(rng.dirichlet(np.ones(300), size=3).T)
-            walks = []
-            for k in (compiled, jit):
-                search.kern = k
-                r = search.plan_walk(ip, ix, w, logp, 7, alpha=alpha)
-                m = search.plan_max_likelihood(ip, ix, w, logp, 7, alpha=alpha)
-                walks.append((r.nodes.tolist(), r.objective, r.length, m.nodes.tolist()))
-            assert walks[0] == walks[1], f"compiled and JIT walks differ (seed {seed}, alpha {alpha})"
-    finally:
-        search.kern = saved
-
-
 def _check_in_child(directory: Path) -> None:
     import subprocess
 
-    code = f"from core._search_aot import self_test; self_test({str(directory)!r}); print('self test ok')"
+    code = f"from core._search_aot_check import self_test; self_test({str(directory)!r}); print('self test ok')"
     root = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     try:
