@@ -284,19 +284,21 @@ def walk_length(nodes: np.ndarray, indptr, indices, weights) -> float:
     hit = _already_checked(indptr, indices, weights)
     if hit is not None:
         indptr, indices, weights = hit[0]
-    else:  # the kernel reads writeable contiguous arrays; it checks no bounds, so they are checked here
-        indptr, indices = (np.array(a, dtype=np.int64, copy=not a.flags.writeable) if isinstance(a, np.ndarray)
-                           else np.asarray(a, dtype=np.int64) for a in (indptr, indices))
-        indptr, indices = np.ascontiguousarray(indptr), np.ascontiguousarray(indices)
+    else:  # the kernel reads writeable contiguous arrays and checks no bounds: checked here
+        indptr, indices = (np.ascontiguousarray(a, dtype=np.int64) for a in (indptr, indices))
         weights = np.asarray(weights)
         weights = np.ascontiguousarray(weights if weights.dtype == np.float32 else weights.astype(np.float64))
-        if not weights.flags.writeable:
-            weights = weights.copy()
+        indptr, indices, weights = (a if a.flags.writeable else a.copy() for a in (indptr, indices, weights))
         if indptr.ndim != 1 or indptr.shape[0] < 1 or indices.ndim != 1 or indices.shape != weights.shape:
             raise ValueError(f"walk_length: not a CSR graph (indptr {indptr.shape}, indices {indices.shape}, "
                              f"weights {weights.shape})")
         if indptr[0] != 0 or indptr[-1] != indices.shape[0] or (np.diff(indptr) < 0).any():
             raise ValueError("walk_length: indptr must start at 0, be non-decreasing and end at len(indices)")
+    return _walk_length(nodes, indptr, indices, weights)
+
+
+def _walk_length(nodes, indptr, indices, weights) -> float:
+    """:func:`walk_length` on a graph already checked (the planners' arrays): only the nodes are checked."""
     nodes = np.array(nodes, dtype=np.int64).reshape(-1)
     n = indptr.shape[0] - 1
     bad = (nodes < 0) | (nodes >= n)
@@ -381,7 +383,7 @@ def plan_walk(indptr, indices, weights, landmark_logp, start, *, alpha: float = 
             log.info("plan_walk: no walk from node %d reaches all %d landmarks", start, k)
             return _unreachable(start)
     nodes, positions = kern.reconstruct_walk(pred, np.int64(end), np.int64(start))
-    length = walk_length(nodes, indptr, indices, weights)
+    length = _walk_length(nodes, indptr, indices, weights)
     if objective is None:
         objective = float(logp[nodes[positions], np.arange(k)].sum()) - alpha * length
     return WalkResult(nodes, positions, objective, length)
@@ -472,7 +474,7 @@ def plan_max_likelihood(indptr, indices, weights, landmark_logp, start, *,
         nodes.extend(reversed(leg))
         positions.append(len(nodes) - 1)
     nodes_arr = np.asarray(nodes, dtype=np.int64)
-    length = walk_length(nodes_arr, indptr, indices, weights)
+    length = _walk_length(nodes_arr, indptr, indices, weights)
     objective = float(logp[targets, np.arange(k)].sum()) - alpha * length
     return WalkResult(nodes_arr, np.asarray(positions, dtype=np.int64), objective, length)
 
