@@ -166,7 +166,8 @@ def check_graph(indptr, indices, weights) -> tuple[np.ndarray, np.ndarray, np.nd
     The planners (:func:`plan_walk`, :func:`plan_max_likelihood`) given exactly these three array objects,
     still read-only, skip the graph check (a full pass over the edges: about 40 % of a 1M-node plan) and
     reuse its edge statistics. A map opened for planning checks its graph this way once
-    (``core.mapstore.TopoMap.csr``). Making an array writeable again ends the shortcut for it.
+    (``core.mapstore.TopoMap.csr``). The arrays cannot be made writeable again (their buffer is read-only);
+    copies of them are checked as any other arrays.
 
     Raises
     ------
@@ -175,9 +176,9 @@ def check_graph(indptr, indices, weights) -> tuple[np.ndarray, np.ndarray, np.nd
     """
     (ip, ix, w), stats = _checked_graph(indptr, indices, weights)
     private = tuple(np.array(a, copy=True) for a in (ip, ix, w))  # what the kernels read (numba: writeable)
-    views = tuple(a.view() for a in private)  # what the caller holds
-    for v in views:
-        v.flags.writeable = False
+    # what the caller holds: arrays over a read-only buffer of the private ones, so neither ``view.base``
+    # nor setting ``writeable`` again can change what the kernels read after the check
+    views = tuple(np.frombuffer(memoryview(a).toreadonly(), dtype=a.dtype) for a in private)
     key = id(views[0])
 
     def forget(_ref, key=key):
@@ -278,15 +279,20 @@ def walk_length(nodes: np.ndarray, indptr, indices, weights) -> float:
     Raises
     ------
     ValueError
-        If two consecutive nodes are not joined by an edge, a node is outside [0, N), or the arrays are
-        not a CSR graph (wrong dimensions or lengths).
+        If two consecutive nodes are not joined by an edge, a node is outside [0, N) or not an integer,
+        or the arrays are not a CSR graph (dtypes, dimensions, lengths, NaN / infinite / negative D).
     """
     hit = _already_checked(indptr, indices, weights)
     if hit is not None:
         indptr, indices, weights = hit[0]
     else:  # the kernel reads writeable contiguous arrays and checks no bounds: checked here
+        indptr, indices, weights = (np.asarray(a) for a in (indptr, indices, weights))
+        for name, a in (("indptr", indptr), ("indices", indices)):
+            if not np.issubdtype(a.dtype, np.integer):
+                raise ValueError(f"walk_length: {name}: expected an integer dtype, got {a.dtype}")
+        if not (np.issubdtype(weights.dtype, np.floating) or np.issubdtype(weights.dtype, np.integer)):
+            raise ValueError(f"walk_length: weights: expected a real dtype, got {weights.dtype}")
         indptr, indices = (np.ascontiguousarray(a, dtype=np.int64) for a in (indptr, indices))
-        weights = np.asarray(weights)
         weights = np.ascontiguousarray(weights if weights.dtype == np.float32 else weights.astype(np.float64))
         indptr, indices, weights = (a if a.flags.writeable else a.copy() for a in (indptr, indices, weights))
         if indptr.ndim != 1 or indptr.shape[0] < 1 or indices.ndim != 1 or indices.shape != weights.shape:
@@ -294,16 +300,22 @@ def walk_length(nodes: np.ndarray, indptr, indices, weights) -> float:
                              f"weights {weights.shape})")
         if indptr[0] != 0 or indptr[-1] != indices.shape[0] or (np.diff(indptr) < 0).any():
             raise ValueError("walk_length: indptr must start at 0, be non-decreasing and end at len(indices)")
+        if not np.isfinite(weights).all() or (weights < 0).any():
+            raise ValueError("walk_length: weights: NaN, infinite or negative edge weight")
     return _walk_length(nodes, indptr, indices, weights)
 
 
 def _walk_length(nodes, indptr, indices, weights) -> float:
     """:func:`walk_length` on a graph already checked (the planners' arrays): only the nodes are checked."""
-    nodes = np.array(nodes, dtype=np.int64).reshape(-1)
+    raw = np.asarray(nodes)
+    if raw.size and not np.issubdtype(raw.dtype, np.integer):
+        raise ValueError(f"walk: nodes: expected integer node indices, got {raw.dtype}")
     n = indptr.shape[0] - 1
-    bad = (nodes < 0) | (nodes >= n)
-    if bad.any():
-        raise ValueError(f"walk: node {int(nodes[np.argmax(bad)])} is outside [0, {n})")
+    raw = raw.reshape(-1)
+    if raw.size and (raw.min() < 0 or raw.max() >= n):  # compared in the given dtype: no wrap-around
+        bad = raw[(raw < 0) | (raw >= n)][0]
+        raise ValueError(f"walk: node {int(bad)} is outside [0, {n})")
+    nodes = raw.astype(np.int64)
     total = float(kern.walk_length_kernel(nodes, indptr, indices, weights))
     if np.isnan(total):
         for a, b in zip(nodes[:-1], nodes[1:]):

@@ -320,16 +320,21 @@ def test_a_checked_graph_plans_the_same_walk_and_is_validated_once(monkeypatch):
         g[2][0] = -1.0
 
 
-def test_a_checked_graph_made_writeable_again_is_checked_again(monkeypatch):
+def test_a_checked_graph_cannot_be_changed_behind_the_check_and_a_changed_copy_is_checked_again():
     from core import search
 
     indptr, indices, weights, rng = _random_csr()
     logp = np.log(rng.dirichlet(np.ones(len(indptr) - 1), size=2).T)
     g = search.check_graph(indptr, indices, weights)
-    g[2].flags.writeable = True
-    g[2][0] = -1.0
+    with pytest.raises(ValueError, match="WRITEABLE"):  # a changed index would crash the kernels
+        g[1].flags.writeable = True
+    with pytest.raises(TypeError, match="read-only"):
+        g[1].base[:] = 10**9
+    w = g[2].copy()
+    w[0] = -1.0
     with pytest.raises(ValueError, match="negative edge weight"):
-        search.plan_walk(*g, logp, 0)
+        search.plan_walk(g[0], g[1], w, logp, 0)
+    assert search.plan_walk(*g, logp, 0).ok
 
 
 def test_check_graph_refuses_a_bad_graph_with_the_same_message():
