@@ -373,6 +373,9 @@ def _build_locked(d: Path, CC, jit) -> dict:  # noqa: N803 - numba's class
         exports = {}
         for kernel in KERNELS:
             dispatcher = getattr(jit, kernel)
+            if not hasattr(dispatcher, "nopython_signatures"):
+                raise KernelBuildError("numba's JIT is off in this environment (NUMBA_DISABLE_JIT): the kernels "
+                                       "cannot be compiled")
             for i, sig in enumerate(dispatcher.nopython_signatures):
                 export = f"{kernel}__{i}"
                 cc.export(export, sig)(dispatcher.py_func)
