@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import math
+import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,7 +110,7 @@ def resolve_bag(path: str | Path) -> Path:
     if p.is_file():
         if p.suffix == ".bag":
             raise Rosbag2ImportError(f"{p}: a ROS 1 bag, not a ROS 2 one; convert it first "
-                                     f"(rosbags-convert --src {p} --dst FOLDER)")
+                                     f"(rosbags-convert --src {shlex.quote(str(p))} --dst FOLDER)")
         if p.suffix in (".db3", ".mcap") and (p.parent / "metadata.yaml").is_file():
             return p.parent
         raise Rosbag2ImportError(f"{p}: not a ROS 2 bag (give the bag folder, the one with metadata.yaml)")
@@ -117,7 +118,7 @@ def resolve_bag(path: str | Path) -> Path:
         ros1 = sorted(p.glob("*.bag"))
         if ros1:
             raise Rosbag2ImportError(f"{p}: no metadata.yaml, but {len(ros1)} ROS 1 bag(s) ({ros1[0].name}); convert "
-                                     f"each first (rosbags-convert --src {ros1[0]} --dst FOLDER)")
+                                     f"each first (rosbags-convert --src {shlex.quote(str(ros1[0]))} --dst FOLDER)")
         raise Rosbag2ImportError(f"{p}: not a ROS 2 bag folder (no metadata.yaml)")
     return p
 
