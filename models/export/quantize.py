@@ -253,13 +253,20 @@ def reference_retrieval_set(models_dir: str | os.PathLike, text_sidecar: Sidecar
     return RetrievalSet("exporter reference", images, texts) if len(images) >= 3 else None
 
 
-def _prepare_out(in_dir: Path, out_dir: Path) -> Path:
+def check_folders(in_dir: str | os.PathLike, out_dir: str | os.PathLike) -> None:
+    """Raise :class:`QuantizeError` when ``in_dir`` is no folder or ``out_dir`` is not a new or empty folder
+    outside it (callers check this before slow preparation, e.g. rendering calibration drives)."""
+    in_dir, out_dir = Path(in_dir), Path(out_dir)
     if not in_dir.is_dir():
         raise QuantizeError(f"{in_dir}: no such models directory")
     if out_dir.resolve() == in_dir.resolve() or in_dir.resolve() in out_dir.resolve().parents:
         raise QuantizeError(f"{out_dir}: the output must be a new folder outside the input {in_dir}")
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise QuantizeError(f"{out_dir}: exists and is not an empty folder; give a new one")
+
+
+def _prepare_out(in_dir: Path, out_dir: Path) -> Path:
+    check_folders(in_dir, out_dir)
     staging = out_dir.with_name(out_dir.name + ".partial")
     if staging.exists():
         shutil.rmtree(staging)  # left by an interrupted run

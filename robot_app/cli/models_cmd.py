@@ -237,14 +237,22 @@ def _quantize(args, config) -> int:
     bad = [k for k in kinds if k not in QUANTIZE_KINDS]
     if not kinds or bad:
         raise UsageError(f"--only {args.only}: give some of {', '.join(QUANTIZE_KINDS)}")
-    if not (0 < args.min_cosine <= 1) or not (0 < args.dist_tol <= 1) or not (args.min_speedup >= 0) \
-            or not math.isfinite(args.min_speedup) or args.repeats < 1:
-        raise UsageError("--min-cosine and --dist-tol must be in (0, 1], --min-speedup >= 0, --repeats >= 1")
+    for flag, value, ok, want in (("--min-cosine", args.min_cosine, 0 < args.min_cosine <= 1, "in (0, 1]"),
+                                  ("--dist-tol", args.dist_tol, 0 < args.dist_tol <= 1, "in (0, 1]"),
+                                  ("--min-speedup", args.min_speedup,
+                                   args.min_speedup >= 0 and math.isfinite(args.min_speedup), "a number >= 0"),
+                                  ("--repeats", args.repeats, args.repeats >= 1, ">= 1")):
+        if not ok:
+            raise UsageError(f"{flag}: expected {want}, got {value}")
     try:
-        from models.export.quantize import QuantizeError, quantize_models
+        from models.export.quantize import QuantizeError, check_folders, quantize_models
     except ImportError as exc:  # pragma: no cover - onnxruntime is a base dependency
         raise UsageError(str(exc)) from exc
     in_dir = Path(args.in_dir)
+    try:
+        check_folders(in_dir, args.out_dir)  # before minutes of rendering
+    except QuantizeError as exc:
+        raise UsageError(str(exc)) from exc
     drives = _calibration_drives(args, config, in_dir, kinds)
     sets = []
     if not args.no_sim_set and ("clip-image" in kinds or "clip-text" in kinds):

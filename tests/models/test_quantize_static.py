@@ -204,7 +204,9 @@ def test_bad_calibration_logs_are_refused_naming_the_path(tmp_path, capsys):
     assert "--calibration calibrates the VNM's static" in capsys.readouterr().err
     assert main(["models", "quantize", str(SIM), str(tmp_path / "o"), "--dist-tol", "0"]) == 2
     assert main(["models", "quantize", str(SIM), str(tmp_path / "o"), "--min-speedup", "nan"]) == 2
-    capsys.readouterr()
+    assert "--min-speedup: expected a number >= 0, got nan" in capsys.readouterr().err
+    assert main(["models", "quantize", str(SIM), str(SIM)]) == 2  # refused before any rendering
+    assert "the output must be a new folder outside the input" in capsys.readouterr().err
     assert main(["models", "quantize", str(SIM), str(tmp_path / "o"), "--only", "vnm", "--calibration", str(empty),
                  "--calibration", str(empty) + "/"]) == 2
     assert f"--calibration {empty}: given twice" in capsys.readouterr().err
