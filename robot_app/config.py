@@ -592,7 +592,7 @@ def _section_from(cls: type, table: Mapping[str, Any], *, origin: str, section: 
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for key, value in table.items():
-        where = f"{origin}: [{section}] {key}"
+        where = f"{origin}: [{section}] {key if key.isprintable() else repr(key)}"  # one line, whatever the key
         if key not in fields:
             errors.append(f"{where}: unknown key (known: {', '.join(sorted(fields))})")
             continue
@@ -611,14 +611,15 @@ def config_from_mapping(data: Mapping[str, Any], *, origin: str = "<config>") ->
     ConfigError
         On an unknown section or key, a wrong type, or a value outside its range or choices; the
         message names ``origin`` and the ``[section] key`` of every problem found, joined by "; " (one
-        line for the journal): the keys are all checked before it is raised, then the rules that tie
-        two keys together.
+        line for the journal). Every key is checked; the rules that tie two keys together are checked
+        once every key has passed (a rule read against a refused key's default would mislead).
     """
     sections = {}
     errors: list[str] = []
     for name, table in data.items():
         if name not in _SECTIONS:
-            errors.append(f"{origin}: unknown section [{name}] (known: {', '.join(sorted(_SECTIONS))})")
+            shown = name if name.isprintable() else repr(name)
+            errors.append(f"{origin}: unknown section [{shown}] (known: {', '.join(sorted(_SECTIONS))})")
             continue
         if not isinstance(table, Mapping):
             errors.append(f"{origin}: [{name}] must be a table, got {table!r}")
