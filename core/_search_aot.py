@@ -359,6 +359,25 @@ def build(directory: str | os.PathLike, *, only_if_stale: bool = False) -> tuple
             raise KernelBuildError(f"{d}: cannot write the kernels there ({exc.strerror or exc})") from exc
 
 
+def sweep_stale(directory: str | os.PathLike) -> int:
+    """Remove the ``.build-*`` folders of killed builds in ``directory`` unless a build holds the lock now;
+    returns how many were removed."""
+    d = Path(directory)
+    try:
+        lock = open(d / ".build.lock", "a")  # noqa: SIM115 - held while sweeping
+    except OSError:
+        return 0
+    with lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a build is running: its folder is not stale
+            return 0
+        stale = list(d.glob(".build-*"))
+        for p in stale:
+            shutil.rmtree(p, ignore_errors=True)
+        return len(stale)
+
+
 def _build_locked(d: Path, CC, jit) -> dict:  # noqa: N803 - numba's class
     versions = _versions()
     t0 = time.monotonic()

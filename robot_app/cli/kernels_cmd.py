@@ -69,6 +69,7 @@ def _build(args, config) -> int:
     d = _dir(args, config)
     problem = _search_aot.stamp_problem(d)
     if args.if_stale and problem is None:
+        _search_aot.sweep_stale(d)  # what a killed build left, when no build is running
         out = {"built": False, "dir": d, "reason": "current"}
         print(json.dumps(out) if args.json else f"kernels build: the compiled kernels in {d} are current")
         return 0

@@ -270,6 +270,18 @@ def test_cli_build_without_a_c_compiler_fails_clearly_and_leaves_the_old_build(c
     assert not list(d.glob(".build-*"))
 
 
+def test_if_stale_sweeps_what_a_killed_build_left_unless_a_build_holds_the_lock(compiled_dir, tmp_path):
+    import fcntl
+
+    d = _copy_build(compiled_dir, tmp_path)
+    (d / ".build-killed").mkdir()
+    with open(d / ".build.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as a running build holds it
+        assert _search_aot.sweep_stale(d) == 0 and (d / ".build-killed").is_dir()
+    out = _cli("kernels", "build", "--dir", str(d), "--if-stale")
+    assert out.returncode == 0 and "current" in out.stdout and not (d / ".build-killed").exists()
+
+
 def test_cli_refuses_an_empty_dir(tmp_path):
     for action in ("build", "info"):
         out = _cli("kernels", action, "--dir", "")
