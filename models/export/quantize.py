@@ -496,6 +496,9 @@ def _static_vnm(sc: Sidecar, dst: Path, row: dict, calibration: Sequence[Calibra
     info = {"sources": [d.source for d in calibration] or [f"exporter reference step ({sc.params.get('reference')})"],
             "steps": len(cal), "held_out_steps": len(held), "goals_per_step": int(cal[0]["goal"].shape[0]),
             "reference_in_calibration": on_reference, "ranges": "MinMax"}
+    if calibration and not held:
+        info["warning"] = (f"only {len(cal)} calibration step(s) from the drives given: none held out, parity is "
+                           "checked on the exporter's reference step alone; give longer drives")
     row.update(method="static QDQ", calibration=info)
     progress(f"{sc.file}: static QDQ quantisation, calibrating on {len(cal)} steps "
              f"({len(held)} held out for parity)")

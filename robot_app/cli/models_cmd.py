@@ -292,6 +292,8 @@ def _quantize(args, config) -> int:
         print(f"  {r['file']:<18} {r['result']:<7} {r['reason']}" + (f" ({'; '.join(facts)})" if facts else ""))
         if "calibration" in r:
             c, st = r["calibration"], r.get("static", r)
+            if c.get("warning"):
+                print(f"  {'':<18} warning: {c['warning']}")
             ref = "calibrated on the reference step: its parity is not held out" if c["reference_in_calibration"] \
                 else "reference step held out"
             print(f"  {'':<18} static QDQ calibration: {c['steps']} steps from {'; '.join(c['sources'])} ({ref}); "

@@ -245,3 +245,11 @@ def test_the_closest_goal_check_accepts_a_tie_within_the_distance_bound_and_refu
     # every distance within 0.4 steps, but int8's closest goal is 0.6 steps farther by fp32: refused
     res, why = _parity("vnm", [dist(5.0, 5.6, 9.0), wp], [dist(5.35, 5.25, 9.0), wp], 0.99, 20.0)
     assert res["dist_max_abs"] <= 0.4 and "fp32 puts 0.600 steps farther than its own closest (> 0.400)" in why
+
+
+def test_drives_too_short_to_hold_steps_out_are_warned_about(tmp_path):
+    res = quantize_models(SIM, tmp_path / "o", kinds=("vnm",), vnm_method="static", calibration=[_drive(8)],
+                          min_speedup=0.0, repeats=2)
+    cal = res["models"]["vnm"]["calibration"]
+    assert cal["held_out_steps"] == 0 and cal["reference_in_calibration"] is False
+    assert "none held out, parity is checked on the exporter's reference step alone" in cal["warning"]
