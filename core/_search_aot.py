@@ -302,14 +302,14 @@ def _gil_releasing_wrappers():
 def _check_in_child(directory: Path) -> None:
     import subprocess
 
-    code = f"from core._search_aot_check import self_test; self_test({str(directory)!r}); print('self test ok')"
+    code = f"from core._search_aot_check import self_test; self_test({str(directory)!r})"
     root = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     try:
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
     except subprocess.TimeoutExpired as exc:
         raise KernelBuildError("the new kernels' self test did not finish in 600 s; not installed") from exc
-    if res.returncode != 0 or "self test ok" not in res.stdout:
+    if res.returncode != 0:  # an exception or a crash (a negative status: the signal)
         last = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[-1]
         raise KernelBuildError(f"the new kernels failed their self test ({last}); not installed")
 
