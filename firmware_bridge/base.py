@@ -28,10 +28,12 @@ from firmware_bridge import ros1
 from firmware_bridge.command_gate import DriveCommandGate
 from firmware_bridge.driver import SerialDriver
 from firmware_bridge.errors import FrameError, LinkLost, ProtocolMismatch
+from firmware_bridge.faults import InputFaults
 from firmware_bridge.kinematics import twist_to_wheels
 from firmware_bridge.nmea import NmeaDecoder
 from firmware_bridge.readings import BaseStatus, ImuReading, WheelFeedback, WheelState
 from firmware_bridge.rosserial import (
+    FIRST_USER_TOPIC,
     REQUEST_TOPICS,
     TOPIC_LOG,
     TOPIC_PUBLISHER,
@@ -87,8 +89,10 @@ class JackalBase(DriveCommandGate, SerialDriver):
         self.handshake_timeout_s = handshake_timeout_s
         self.nmea = nmea or NmeaDecoder()
         self.wifi_connected = wifi_connected
-        self.frames = FrameDecoder()
-        self.frame_errors: dict[str, int] = {}
+        self.frames = FrameDecoder(validate=self._frame_valid)
+        self._decoded: tuple | None = None  # (topic id, payload, message) decoded by _frame_valid
+        self.frame_errors: dict[str, int] = {}  # topic name -> frames skipped (malformed or unusable)
+        self.faults = InputFaults(self.name, log, counts=self.frame_errors)
         self.sent_log: collections.deque = collections.deque(maxlen=10000)  # (monotonic, before the write; Drive)
         self.last_drive: ros1.Drive | None = None
         self._mag: tuple | None = None  # (t_mono_s, field in tesla) of the last imu/mag message
@@ -123,10 +127,39 @@ class JackalBase(DriveCommandGate, SerialDriver):
     # -- session ----------------------------------------------------------------------------------
     def _reset_session(self) -> None:
         self._pubs: dict[int, tuple] = {}   # topic id -> (name, message class)
+        self._announced: set = set()        # every topic id the device announced, used or not
         self._subs: dict[str, int] = {}     # name -> topic id
         self._mismatch_reported: set = set()
         self._last_rx = time.monotonic()
         self.frames.clear()
+
+    def _frame_valid(self, topic_id: int, payload: bytes) -> bool:
+        """A frame whose checksums matched is taken as real when its payload decodes as its topic's message
+        (the decoded message is kept for :meth:`_on_frame`); reserved topics are checked for their shape.
+        A false frame (noise, or a damaged frame whose 8-bit checksum matched by chance) is refused, so the
+        deframer resyncs and the real frames inside its length are still handled."""
+        if topic_id >= FIRST_USER_TOPIC:
+            entry = self._pubs.get(topic_id)
+            if entry is None:
+                return topic_id in self._announced
+            try:
+                self._decoded = (topic_id, payload, entry[1].deserialize(payload))
+            except FrameError as exc:
+                self.faults.record(entry[0], str(exc))
+                return False
+            return True
+        if topic_id == TOPIC_TIME:
+            return len(payload) in (0, 8)  # a time request (empty) or a Time
+        if topic_id in (TOPIC_PUBLISHER, TOPIC_SUBSCRIBER):
+            try:
+                ros1.TopicInfo.deserialize(payload)
+            except FrameError as exc:
+                self.faults.record("topic_info", str(exc))
+                return False
+            return True
+        if topic_id == TOPIC_LOG:
+            return len(payload) >= 5 and 5 + struct.unpack_from("<I", payload, 1)[0] == len(payload)
+        return True
 
     def _handshake_done(self) -> bool:
         names = {v[0] for v in self._pubs.values()}
@@ -198,32 +231,45 @@ class JackalBase(DriveCommandGate, SerialDriver):
 
     # -- receive ----------------------------------------------------------------------------------
     def _on_bytes(self, data: bytes, t_mono_s: float) -> None:
-        for frame in self.frames.feed(data):
+        """Handle every frame in ``data`` in order; a frame that fails (a payload that does not decode, or
+        values its handler cannot use) is counted in :attr:`frame_errors`, logged at a limited rate and
+        skipped: the frames after it in the same chunk (a Status with the hardware e-stop) are always
+        handled."""
+        for frame in self.frames.feed_iter(data):
             self._last_rx = t_mono_s
-            tid = frame.topic_id
-            if tid == TOPIC_TIME:
-                self._write(encode_frame(TOPIC_TIME, ros1.Time.from_seconds(time.time()).serialize()))
-            elif tid in (TOPIC_PUBLISHER, TOPIC_SUBSCRIBER):
-                self._on_topic_info(tid, frame.payload)
-            elif tid == TOPIC_LOG:
-                self._on_log(frame.payload)
-            elif tid in self._pubs:
-                name, cls = self._pubs[tid]
+            try:
+                self._on_frame(frame, t_mono_s)
+            except Exception as exc:  # noqa: BLE001 - wire data: never let one frame hide the next
+                name = self._pubs[frame.topic_id][0] if frame.topic_id in self._pubs else f"topic {frame.topic_id}"
+                self.faults.record(name, f"{type(exc).__name__}: {exc}")
+
+    def _on_frame(self, frame, t_mono_s: float) -> None:
+        tid = frame.topic_id
+        if tid == TOPIC_TIME:
+            self._write(encode_frame(TOPIC_TIME, ros1.Time.from_seconds(time.time()).serialize()))
+        elif tid in (TOPIC_PUBLISHER, TOPIC_SUBSCRIBER):
+            self._on_topic_info(tid, frame.payload)
+        elif tid == TOPIC_LOG:
+            self._on_log(frame.payload)
+        elif tid in self._pubs:
+            name, cls = self._pubs[tid]
+            dec, self._decoded = self._decoded, None
+            msg = dec[2] if dec is not None and dec[0] == tid and dec[1] == frame.payload else None
+            if msg is None:
                 try:
                     msg = cls.deserialize(frame.payload)
                 except FrameError as exc:
-                    self.frame_errors[name] = self.frame_errors.get(name, 0) + 1
-                    log.debug("%s: topic %r: %s", self.name, name, exc)
-                    continue
-                self._on_message(name, msg, t_mono_s)
+                    self.faults.record(name, str(exc))
+                    return
+            self._on_message(name, msg, t_mono_s)
 
     def _on_topic_info(self, kind: int, payload: bytes) -> None:
         try:
             info = ros1.TopicInfo.deserialize(payload)
         except FrameError as exc:
-            self.frame_errors["topic_info"] = self.frame_errors.get("topic_info", 0) + 1
-            log.debug("%s: bad TopicInfo: %s", self.name, exc)
+            self.faults.record("topic_info", str(exc))
             return
+        self._announced.add(info.topic_id)
         table = DEVICE_PUBLISHERS if kind == TOPIC_PUBLISHER else DEVICE_SUBSCRIBERS
         expected = table.get(info.topic_name) or ros1.MESSAGE_TYPES.get(info.message_type)
         if expected is None:
@@ -256,11 +302,11 @@ class JackalBase(DriveCommandGate, SerialDriver):
             self._publish(WheelFeedback(t, ws[0], ws[1], msg.pcb_temperature, msg.mcu_temperature,
                                         msg.commanded_mode, msg.actual_mode))
         elif name == "status":
+            if msg.driver_external_stop_stopped:  # latch first: nothing below may keep the stop from holding
+                self.estop("hardware e-stop reported by the MCU")
             st = BaseStatus(t, msg.hardware_id, msg.mcu_uptime[0] + msg.mcu_uptime[1] * 1e-9, msg.measured_battery,
                             msg.measured_12v, msg.measured_5v, msg.drive_current, msg.total_current,
                             msg.drivers_active, msg.driver_external_stop_present, msg.driver_external_stop_stopped)
-            if st.estop_stopped:
-                self.estop("hardware e-stop reported by the MCU")
             self._publish(st)
         elif name == "imu/data_raw":
             q = None if msg.orientation_covariance[0] == -1.0 else msg.orientation

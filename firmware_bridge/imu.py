@@ -11,11 +11,15 @@ valid packet for ``stall_timeout_s`` is reopened; :meth:`close` puts the device 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 from firmware_bridge import mip
 from firmware_bridge.driver import SerialDriver
 from firmware_bridge.errors import LinkLost, ProtocolMismatch
+from firmware_bridge.faults import InputFaults
+
+log = logging.getLogger(__name__)
 
 __all__ = ["MipImu"]
 
@@ -55,6 +59,7 @@ class MipImu(SerialDriver):
         self.frame_id = frame_id
         self.ack_timeout_s, self.stall_timeout_s, self.retries = ack_timeout_s, stall_timeout_s, retries
         self.packets = mip.PacketDecoder()
+        self.faults = InputFaults(self.name, log)
         self._pending: dict[tuple, asyncio.Future] = {}
         self._last_rx = time.monotonic()
 
@@ -88,17 +93,25 @@ class MipImu(SerialDriver):
                 raise LinkLost(f"{self.name}: no packet from {self.port} for {self.stall_timeout_s} s")
 
     def _on_bytes(self, data: bytes, t_mono_s: float) -> None:
+        """Handle every packet in ``data`` in order; one that its handler cannot use is counted in
+        ``faults`` (logged at a limited rate) and skipped, and the packets after it are still handled."""
         for pkt in self.packets.feed(data):
             self._last_rx = t_mono_s
-            reply = mip.ack_of(pkt)
-            if reply is not None:
-                fut = self._pending.get(reply[:2])
-                if fut is not None and not fut.done():
-                    fut.set_result(reply[2])
-                continue
-            reading = mip.packet_to_reading(pkt, t_mono_s, frame_id=self.frame_id)
-            if reading is not None:
-                self._publish(reading)
+            try:
+                self._on_packet(pkt, t_mono_s)
+            except Exception as exc:  # noqa: BLE001 - wire data: never let one packet hide the next
+                self.faults.record(f"descriptor set 0x{pkt.descriptor_set:02X}", f"{type(exc).__name__}: {exc}")
+
+    def _on_packet(self, pkt, t_mono_s: float) -> None:
+        reply = mip.ack_of(pkt)
+        if reply is not None:
+            fut = self._pending.get(reply[:2])
+            if fut is not None and not fut.done():
+                fut.set_result(reply[2])
+            return
+        reading = mip.packet_to_reading(pkt, t_mono_s, frame_id=self.frame_id)
+        if reading is not None:
+            self._publish(reading)
 
     async def _goodbye(self) -> None:
         self._write(mip.command(mip.CMD_IDLE))

@@ -20,6 +20,7 @@ converts to REP-103 (x forward, y left, z up) and SI units (m/s^2, rad/s, tesla)
 from __future__ import annotations
 
 import dataclasses
+import math
 import struct
 from typing import NamedTuple
 
@@ -219,13 +220,16 @@ def _flu(v: tuple, scale: float) -> tuple:
 
 def packet_to_reading(pkt: MipPacket, t_mono_s: float, *, frame_id: str = "imu_link") -> ImuReading | None:
     """IMU data packet -> :class:`ImuReading` in REP-103 axes and SI units; None for other packets or
-    packets whose fields have the wrong size (no exception: wire data)."""
+    packets whose fields have the wrong size (no exception: wire data). A field holding a NaN or an infinity
+    is left out (None), as if the device had not sent it."""
     if pkt.descriptor_set != SET_IMU_DATA:
         return None
     vals = {}
     for desc, data in pkt.fields:
         if desc in (IMU_ACCEL, IMU_GYRO, IMU_MAG) and len(data) == 12:
-            vals[desc] = _V3.unpack(data)
+            v = _V3.unpack(data)
+            if all(math.isfinite(x) for x in v):
+                vals[desc] = v
     if not vals:
         return None
     return ImuReading(

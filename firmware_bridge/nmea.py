@@ -10,7 +10,11 @@ sentences with a valid checksum, all-empty no-sky sentences, and receivers that 
 on one sentence type (``ignore_checksum_for``). Field values are converted here with range checks
 rather than trusting pynmea2's lenient properties (an empty latitude there reads as 0.0). Nothing
 raises on input: every non-empty line is either decoded, ignored (valid but carrying no fix data, e.g.
-GSV) or counted in :attr:`NmeaStats.bad` by reason and logged at a limited rate.
+GSV) or counted in :attr:`NmeaStats.bad` by reason and logged at a limited rate. Received numbers are
+range-checked before any arithmetic (HDOP <= 99.99, GST sigmas <= 10,000 km, altitude, satellites; see the
+constants below), so a sentence with a valid checksum and a value such as ``1e200`` is counted as bad,
+never raised; the reason ``internal`` counts a failure of the decoder itself (a bug; the fuzz tests
+require it to stay 0).
 
 Fix assembly: a GGA with quality 1-6 is a fix (0 invalid, 7 manual input, 8 simulator and anything
 else are not: NMEA 0183 v4.11 GGA quality field); a GNS (GNSS-only receivers) whose mode indicator has
@@ -142,18 +146,41 @@ def _parse_date(s: str) -> _dt.date:
         raise _FieldError(f"date {s!r}") from exc
 
 
-def _float(s: str, what: str) -> float:
+# Plausible ranges of received numbers. A value outside its range makes the sentence bad (or, for the
+# motion fields of RMC / VTG, is dropped while the position is kept): no arithmetic on received numbers
+# can overflow or raise, and no absurd covariance reaches the state estimator.
+HDOP_MAX = 99.99          # NMEA 0183 DOP fields are x.x; receivers write 99.9 or 99.99 for "unknown"
+SIGMA_MAX_M = 1.0e7       # GST standard deviations (m): a cold-start u-blox reports 305 km
+ALTITUDE_RANGE_M = (-2.0e4, 1.0e6)  # antenna altitude above mean sea level (m)
+SPEED_MAX_KNOTS = 2.0e4   # RMC / VTG speed over ground (a ground robot; far above any receiver's limit)
+SATS_MAX = 255
+
+
+def _float(s: str, what: str, lo: float = -math.inf, hi: float = math.inf) -> float:
     try:
         v = float(s)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise _FieldError(f"{what} {s!r}") from None
-    if not math.isfinite(v):
-        raise _FieldError(f"{what} {s!r}")
+    if not math.isfinite(v) or not lo <= v <= hi:
+        raise _FieldError(f"{what} {s!r}" + (f" outside [{lo:g}, {hi:g}]" if math.isfinite(v) else ""))
     return v
 
 
-def _opt_float(s: str | None, what: str) -> float | None:
-    return None if not s else _float(s, what)
+def _opt_float(s: str | None, what: str, lo: float = -math.inf, hi: float = math.inf) -> float | None:
+    return None if not s else _float(s, what, lo, hi)
+
+
+def _lenient(s: str | None, what: str, lo: float, hi: float) -> float | None:
+    """An optional motion field: None when empty, unreadable or outside ``[lo, hi]`` (the sentence's
+    position is still used)."""
+    try:
+        return _opt_float(s, what, lo, hi)
+    except _FieldError:
+        return None
+
+
+def _sats(s: str) -> int | None:
+    return int(_float(s, "satellites", 0, SATS_MAX)) if s else None
 
 
 def _degrees(value: str, hemi: str, *, lat: bool) -> float:
@@ -259,12 +286,14 @@ class NmeaDecoder:
             msg = pynmea2.parse(body, check=False)
         except pynmea2.SentenceTypeError:
             return self._bad("unsupported_type", line)
-        except (pynmea2.ParseError, ValueError, TypeError):
+        except Exception:  # noqa: BLE001 - pynmea2's own failures on odd bodies (ParseError, ValueError, ...)
             return self._bad("parse", line)
         try:
             return self._dispatch(msg, t)
         except (_FieldError, IndexError, ValueError) as exc:
             return self._bad("field", line, str(exc))
+        except Exception as exc:  # noqa: BLE001 - wire data never raises; "internal" is a decoder bug to fix
+            return self._bad("internal", line, f"{type(exc).__name__}: {exc}")
 
     # -- per-sentence handling --------------------------------------------------------------------
     def _dispatch(self, msg, t: float):
@@ -290,7 +319,7 @@ class NmeaDecoder:
         if not r(msg, "gps_qual"):
             raise _FieldError("GGA truncated before the quality field")
         quality = int(_float(r(msg, "gps_qual"), "quality"))
-        sats = int(_float(r(msg, "num_sats"), "satellites")) if r(msg, "num_sats") else None
+        sats = _sats(r(msg, "num_sats"))
         if not 0 <= quality <= 9:
             raise _FieldError(f"GGA quality {quality} is not one of 0-9")
         if quality not in GGA_FIX_QUALITIES:  # 0 invalid, 7 manual input, 8 simulator, 9 (non-standard)
@@ -301,8 +330,8 @@ class NmeaDecoder:
             return GpsNoFix(t, utc_time, "GGA", sats)
         lat = _degrees(r(msg, "lat"), r(msg, "lat_dir"), lat=True)
         lon = _degrees(r(msg, "lon"), r(msg, "lon_dir"), lat=False)
-        hdop = _opt_float(r(msg, "horizontal_dil"), "hdop")
-        alt = _opt_float(r(msg, "altitude"), "altitude")
+        hdop = _opt_float(r(msg, "horizontal_dil"), "hdop", 0.0, HDOP_MAX)
+        alt = _opt_float(r(msg, "altitude"), "altitude", *ALTITUDE_RANGE_M)
         return self._fix(t, lat, lon, alt, quality, sats, hdop, utc_time, "GGA", msg.talker)
 
     def _rmc(self, msg, t: float):
@@ -314,8 +343,8 @@ class NmeaDecoder:
         if r(msg, "status") != "A" or (mode and mode[0] in NOT_VALID_MODES):
             self.stats.no_fix += 1
             return GpsNoFix(t, utc_time, "RMC")
-        speed = _opt_float(r(msg, "spd_over_grnd"), "speed")
-        course = _opt_float(r(msg, "true_course"), "course")
+        speed = _lenient(r(msg, "spd_over_grnd"), "speed", 0.0, SPEED_MAX_KNOTS)
+        course = _lenient(r(msg, "true_course"), "course", 0.0, 360.0)
         self._motion = (t, None if speed is None else speed * KNOT_MPS, course)
         rmc_only, self._rmc_seen = self._rmc_seen and not self._gga_seen and not self._gns_seen, True
         if not rmc_only:  # a GGA stream, or too early to tell (the GGA of this epoch may follow)
@@ -333,7 +362,7 @@ class NmeaDecoder:
         self._gns_seen = True
         utc_time = _parse_time(r(msg, "timestamp")) if r(msg, "timestamp") else None
         modes = r(msg, "mode_indicator").upper()
-        sats = int(_float(r(msg, "num_sats"), "satellites")) if r(msg, "num_sats") else None
+        sats = _sats(r(msg, "num_sats"))
         valid = [c for c in modes if c not in NOT_VALID_MODES]
         if self._gga_seen:  # the GGA of the epoch carries the fix: no second one
             self.stats.ignored += 1
@@ -344,27 +373,28 @@ class NmeaDecoder:
         quality = max(_GNS_QUALITY.get(c, 1) for c in valid)
         lat = _degrees(r(msg, "lat"), r(msg, "lat_dir"), lat=True)
         lon = _degrees(r(msg, "lon"), r(msg, "lon_dir"), lat=False)
-        hdop = _opt_float(r(msg, "hdop"), "hdop")
-        alt = _opt_float(r(msg, "altitude"), "altitude")
+        hdop = _opt_float(r(msg, "hdop"), "hdop", 0.0, HDOP_MAX)
+        alt = _opt_float(r(msg, "altitude"), "altitude", *ALTITUDE_RANGE_M)
         return self._fix(t, lat, lon, alt, quality, sats, hdop, utc_time, "GNS", msg.talker)
 
     def _vtg(self, msg, t: float):
         r = self._raw
-        kmh = _opt_float(r(msg, "spd_over_grnd_kmph"), "speed")
-        course = _opt_float(r(msg, "true_track"), "course")
+        kmh = _lenient(r(msg, "spd_over_grnd_kmph"), "speed", 0.0, SPEED_MAX_KNOTS * 1.852)
+        course = _lenient(r(msg, "true_track"), "course", 0.0, 360.0)
         if kmh is not None:
             self._motion = (t, kmh / 3.6, course)
         self.stats.ignored += 1
 
     def _gst(self, msg, t: float):
         r = self._raw
-        sds = [_opt_float(r(msg, k), k) for k in ("std_dev_latitude", "std_dev_longitude", "std_dev_altitude")]
+        sds = [_opt_float(r(msg, k), k, 0.0, SIGMA_MAX_M)
+               for k in ("std_dev_latitude", "std_dev_longitude", "std_dev_altitude")]
         if sds[0] is not None and sds[1] is not None:
             self._gst = (t, *sds)
         self.stats.ignored += 1
 
     def _hdt(self, msg, t: float):
-        h = _opt_float(self._raw(msg, "heading"), "heading")
+        h = _opt_float(self._raw(msg, "heading"), "heading", 0.0, 360.0)
         if h is not None:
             self._heading = (t, h)
         self.stats.ignored += 1
@@ -374,7 +404,9 @@ class NmeaDecoder:
         if r(msg, "day") and r(msg, "month") and r(msg, "year"):
             try:
                 date = _dt.date(int(r(msg, "year")), int(r(msg, "month")), int(r(msg, "day")))
-            except ValueError as exc:
+                if date.year < 1980:  # before the GPS epoch: a receiver without a date yet
+                    raise ValueError("year before 1980")
+            except (ValueError, OverflowError) as exc:
                 raise _FieldError("ZDA date") from exc
             ts = r(msg, "timestamp")
             self._set_date(date, _parse_time(ts) if ts else None)
@@ -392,6 +424,8 @@ class NmeaDecoder:
         ref = self._date_time
         if ref is not None and (ref.hour * 3600 + ref.minute * 60 + ref.second) - \
                 (utc_time.hour * 3600 + utc_time.minute * 60 + utc_time.second) > 12 * 3600:
+            if date == _dt.date.max:
+                return None
             date += _dt.timedelta(days=1)
         return _dt.datetime.combine(date, utc_time)
 
@@ -402,10 +436,10 @@ class NmeaDecoder:
         gst = self._fresh(self._gst, t)
         if gst is not None and gst[1] > 0 and gst[2] > 0:
             up = gst[3] if gst[3] is not None and gst[3] > 0 else 2.0 * max(gst[1], gst[2])
-            cov, ctype = (gst[2] ** 2, gst[1] ** 2, up ** 2), 2
+            cov, ctype = (gst[2] * gst[2], gst[1] * gst[1], up * up), 2  # sigmas <= SIGMA_MAX_M: finite
         else:
             h = (hdop if hdop is not None else 1.0) * _EPE_BY_QUALITY.get(quality, 4.0)
-            cov, ctype = (h * h, h * h, (2 * h) ** 2), 1
+            cov, ctype = (h * h, h * h, 4.0 * h * h), 1
         motion = self._fresh(self._motion, t)
         heading = self._fresh(self._heading, t)
         utc = self._utc(utc_time)

@@ -78,11 +78,12 @@ REQUEST_TOPICS = encode_frame(TOPIC_PUBLISHER)  # FF FE 00 00 FF 00 00 FF
 TX_STOP = encode_frame(TOPIC_TX_STOP)           # FF FE 00 00 FF 0B 00 F4
 
 
-def _scan(buf, start: int, end: int, max_payload: int):
+def _scan(buf, start: int, end: int, max_payload: int, validate=None):
     """Core of :func:`decode_frame` on ``buf[start:end]``: ``(consumed, frame | None, reason | None)``.
 
     ``reason`` names why bytes were dropped: ``garbage``, ``version``, ``length_checksum``,
-    ``oversize`` or ``checksum``. ``consumed == 0`` means "need more bytes".
+    ``oversize``, ``checksum`` or ``invalid`` (``validate(topic_id, payload)`` was false). ``consumed == 0``
+    means "need more bytes".
     """
     avail = end - start
     if avail <= 0:
@@ -109,7 +110,33 @@ def _scan(buf, start: int, end: int, max_payload: int):
     body = bytes(buf[start + 5:start + total])  # topic (2) + payload (n) + chk (1)
     if sum(body) % 256 != 255:
         return 1, None, "checksum"
-    return total, Frame(body[0] | (body[1] << 8), body[2:-1]), None
+    topic_id, payload = body[0] | (body[1] << 8), body[2:-1]
+    if validate is not None and _overlaps_frame(buf, start, total, end, max_payload):
+        # A frame that starts inside this one and checks out: this one lost bytes on the wire and its
+        # checksum matched by chance (1 in 256); the real frame inside it wins.
+        return 1, None, "overlap"
+    if validate is not None and not validate(topic_id, payload):
+        # The 8-bit checksum of a frame that lost bytes on the wire still matches 1 time in 256, and then its
+        # length covers the next real frames. A payload that does not decode as its topic's message is taken
+        # for such a frame: resync one byte on, so the frames inside it are still found.
+        return 1, None, "invalid"
+    return total, Frame(topic_id, payload), None
+
+
+def _overlaps_frame(buf, start: int, total: int, end: int, max_payload: int) -> bool:
+    """Whether a complete frame with both checksums right starts inside ``buf[start + 2:start + total]``
+    (the bytes after the outer frame may complete it). Random payload bytes pass this 1 time in 2^32 per
+    ``FF FE`` pair they hold."""
+    p = start + 2
+    stop = min(start + total + 1, end)  # a frame may start at this one's last (checksum) byte
+    while True:
+        p = buf.find(b"\xff\xfe", p, stop)
+        if p < 0:
+            return False
+        consumed, frame, _ = _scan(buf, p, end, max_payload)
+        if frame is not None:
+            return True
+        p += 1
 
 
 def decode_frame(buf: bytes | bytearray, *, max_payload: int = MAX_PAYLOAD_BYTES) -> tuple[int, Frame | None]:
@@ -147,35 +174,47 @@ class FrameDecoder:
     max_payload : int
         Payload lengths above this are treated as corruption (resync), default
         :data:`MAX_PAYLOAD_BYTES`.
+    validate : callable, optional
+        ``validate(topic_id, payload) -> bool``: a frame for which it is false is treated as corruption
+        (resync one byte on, counted as ``invalid``), so a damaged frame whose checksum matched by chance
+        cannot swallow the real frames inside its claimed length. The host driver accepts a frame when its
+        payload decodes as the message of its topic.
     """
 
-    def __init__(self, *, max_payload: int = MAX_PAYLOAD_BYTES) -> None:
+    def __init__(self, *, max_payload: int = MAX_PAYLOAD_BYTES, validate=None) -> None:
         self._buf = bytearray()
         self._max_payload = max_payload
+        self._validate = validate
         self.stats = FrameStats()
 
     def feed(self, data: bytes) -> list[Frame]:
         """Append ``data`` and return every complete, valid frame now available, in order."""
+        return list(self.feed_iter(data))
+
+    def feed_iter(self, data: bytes):
+        """As :meth:`feed`, but yield each frame as soon as it is found, before the next one is validated:
+        a handler that changes what ``validate`` accepts (a topic announced in this chunk) applies to the
+        frames after it. Consume the iterator to the end (its bytes are released when it finishes)."""
         buf = self._buf
         buf += data
         self.stats.bytes_in += len(data)
-        out: list[Frame] = []
-        pos, end = 0, len(buf)
+        pos = 0
         stats = self.stats
-        while pos < end:
-            consumed, frame, reason = _scan(buf, pos, end, self._max_payload)
-            if consumed == 0:
-                break
-            pos += consumed
-            if frame is not None:
-                out.append(frame)
-            else:
-                stats.dropped_bytes += consumed
-                stats.errors[reason] = stats.errors.get(reason, 0) + 1
-        if pos:
-            del buf[:pos]
-        stats.frames += len(out)
-        return out
+        try:
+            while pos < len(buf):
+                consumed, frame, reason = _scan(buf, pos, len(buf), self._max_payload, self._validate)
+                if consumed == 0:
+                    break
+                pos += consumed
+                if frame is not None:
+                    stats.frames += 1
+                    yield frame
+                else:
+                    stats.dropped_bytes += consumed
+                    stats.errors[reason] = stats.errors.get(reason, 0) + 1
+        finally:
+            if pos:
+                del buf[:pos]
 
     @property
     def buffered(self) -> int:

@@ -16,6 +16,7 @@ import logging
 
 from firmware_bridge.driver import SerialDriver
 from firmware_bridge.errors import BridgeError, DeviceNotFound
+from firmware_bridge.faults import InputFaults
 from firmware_bridge.ros2.dds import DdsNode, ros_topic
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ class Ros2Driver(SerialDriver):
         self._readers: list = []
         self._writers: list = []
         self.samples: dict[str, int] = {}  # DDS topic -> samples received
+        self.faults = InputFaults(self.name, log)  # DDS topic -> samples its handler could not use
 
     def topic(self, name: str) -> str:
         """DDS name (``rt/...``) of the ROS topic ``name`` in this driver's namespace."""
@@ -60,8 +62,8 @@ class Ros2Driver(SerialDriver):
             self.samples[dds_name] = self.samples.get(dds_name, 0) + 1
             try:
                 handler(sample, t_mono_s)
-            except Exception:  # noqa: BLE001 - a conversion bug must not stop the other topics
-                log.exception("%s: could not convert a sample of %s", self.name, dds_name)
+            except Exception as exc:  # noqa: BLE001 - one sample must not stop the other samples or topics
+                self.faults.record(dds_name, f"{type(exc).__name__}: {exc}")
 
         r = self.node.reader(dds_name, msg_type, deliver, loop=asyncio.get_running_loop(), qos=qos)
         self._readers.append(r)

@@ -28,7 +28,10 @@ IMAGE_TYPES = ("compressed", "raw")
 def _stamp_utc(stamp) -> _dt.datetime | None:
     if stamp.sec <= 0:
         return None
-    return _dt.datetime.fromtimestamp(stamp.sec + stamp.nanosec * 1e-9, _dt.timezone.utc)
+    try:
+        return _dt.datetime.fromtimestamp(stamp.sec + stamp.nanosec * 1e-9, _dt.timezone.utc)
+    except (ValueError, OverflowError, OSError):  # a stamp past year 9999: no usable time
+        return None
 
 
 def navsatfix_to_reading(msg, t_mono_s: float):

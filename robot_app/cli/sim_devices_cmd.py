@@ -48,6 +48,17 @@ def register(sub, groups) -> None:
     b.add_argument("--json", action="store_true", help="print the figures as JSON")
     b.set_defaults(func=_bench)
 
+    f = groups["bench"].add_parser(
+        "fuzz", help="fuzz every wire decoder (NMEA, rosserial with the e-stop check, MIP, ROS 2 samples)",
+        description="Feed mutated sentences, frames, packets and samples to the decoders the drivers run on "
+                    "received bytes; count exceptions that escape (must be 0), decoder failures counted as "
+                    "'internal' (must be 0) and e-stop frames that did not latch (must be 0). Exits 1 on any.")
+    f.add_argument("--targets", default="nmea,rosserial,mip,dds", help="comma-separated (default: all four)")
+    f.add_argument("--count", type=int, default=100_000, help="inputs per target (default 100000)")
+    f.add_argument("--seed", type=int, default=0, help="random seed (default 0); the same seed feeds the same inputs")
+    f.add_argument("--json", action="store_true", help="print the reports as JSON")
+    f.set_defaults(func=_bench_fuzz)
+
 
 def _parse_origin(text: str) -> tuple:
     from robot_app.errors import UsageError
@@ -193,3 +204,28 @@ def _bench(args, config) -> int:
     print(f"drive loop jitter ({config.robot.control_rate_hz:g} Hz):      p50 {figures['drive_jitter_ms_p50']:.2f} ms, "
           f"p99 {figures['drive_jitter_ms_p99']:.2f} ms, max {figures['drive_jitter_ms_max']:.2f} ms")
     return 0
+
+
+def _bench_fuzz(args, config) -> int:
+    from firmware_bridge.fuzz import TARGETS, fuzz
+    from robot_app.errors import UsageError
+
+    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    unknown = [t for t in targets if t not in TARGETS]
+    if not targets or unknown:
+        raise UsageError(f"--targets: {', '.join(unknown) or 'none given'}: choose from {', '.join(TARGETS)}")
+    if not 1 <= args.count <= 100_000_000:
+        raise UsageError(f"--count must be in 1..100000000, got {args.count}")
+    reports = []
+    for t in targets:
+        reports.append(fuzz(t, count=args.count, seed=args.seed))
+        if not args.json:
+            r = reports[-1]
+            estop = f", e-stop frames not latched {r.estop_missed}/{r.estop_checked}" if r.estop_checked else ""
+            print(f"{t:10s} {r.inputs:>10,} inputs  escaped {r.escaped}  internal {r.internal}{estop}  "
+                  f"({r.seconds:.1f} s){'' if r.ok else '  FAILED'}")
+            for ex in r.examples:
+                print(f"    {ex}")
+    if args.json:
+        print(json.dumps([r.as_dict() for r in reports], indent=1))
+    return 0 if all(r.ok for r in reports) else 1
