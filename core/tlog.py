@@ -22,6 +22,10 @@ committed in the same transaction as the rows, so a log cut off by a power loss 
 last commit. :func:`read_log` and :func:`verify_log` (``robot-app log verify LOG``) refuse a log whose rows
 do not match with a :class:`LogFormatError` naming the table; a log written before the hashes reads with
 a warning.
+
+A write that fails (a full disk: SQLITE_FULL) rolls back to the last commit, rows and chain alike, and
+raises :class:`LogWriteError`; the log keeps every committed row and still verifies (the chain never
+advances ahead of what is committed).
 """
 
 from __future__ import annotations
@@ -101,15 +105,35 @@ class LogFormatError(Exception):
     """A folder is not a readable traversal log (missing, corrupt, or a newer format)."""
 
 
+class LogWriteError(OSError):
+    """A write or commit of a traversal log failed (disk full, I/O error, read-only medium).
+
+    The rows added since the last successful commit are lost; every committed row, and the hash chain that
+    covers it, stays as it was, so the log verifies and builds up to its last commit. The writer refuses
+    further samples (``disk_full`` says whether SQLite reported the disk or database full).
+    """
+
+    def __init__(self, message: str, *, disk_full: bool = False) -> None:
+        super().__init__(message)
+        self.disk_full = disk_full
+
+
 class TraversalLogWriter:
     """Appends samples to a log; commits every ``commit_interval_s`` (and on :meth:`close`).
 
     Opening an existing log continues it (a recording resumed after a restart).
 
+    The hash chain advances with the commit that writes its rows, never before: a failed insert or commit
+    (a full disk) rolls the transaction back, restores the chain of the last commit and raises
+    :class:`LogWriteError`; the writer then refuses further samples and :meth:`close` closes it without
+    writing.
+
     Raises
     ------
     LogFormatError
         If the folder holds a log of a newer format version.
+    LogWriteError
+        When SQLite cannot write a sample or commit (see above), and on every sample after that.
     ValueError
         On a sample with a NaN time or a non-JPEG frame (the sample is not written).
     """
@@ -147,6 +171,9 @@ class TraversalLogWriter:
                                    [(k, json.dumps(v)) for k, v in meta.items()])
         self._last_commit = time.monotonic()
         self._pending = 0
+        self._committed_chain = None if self._chain is None else dict(self._chain)
+        self.failed: LogWriteError | None = None
+        self.rows_committed = sum(counts.values())  # rows durable in the file (all tables)
 
     def _chain_meta(self) -> dict:
         return {t: {"rows": n, "sha256": h} for t, (n, h) in self._chain.items()}
@@ -154,9 +181,16 @@ class TraversalLogWriter:
     def _add(self, table: str, row: tuple) -> None:
         if row[0] is None or not np.isfinite(row[0]):
             raise ValueError(f"{table}: sample time t_s must be a finite number, got {row[0]!r}")
+        if self.failed is not None:
+            raise LogWriteError(f"{self.folder}: the log stopped taking samples: {self.failed}",
+                                disk_full=self.failed.disk_full)
         cols = _COLUMNS[table]
         row = _normalise(table, row)
-        self._conn.execute(f"INSERT INTO {table}({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", row)
+        try:
+            self._conn.execute(f"INSERT INTO {table}({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                               row)
+        except sqlite3.Error as exc:
+            self._write_failed(exc)
         if self._chain is not None:
             n, h = self._chain[table]
             self._chain[table] = (n + 1, _link(h, row))
@@ -187,25 +221,78 @@ class TraversalLogWriter:
         self._add("events", (float(t_s), kind, detail))
 
     def commit(self) -> None:
-        """Make everything added so far durable (the rows and their tables' hashes in one transaction)."""
-        if self._chain is not None and self._pending:
-            self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('content_sha256', ?)",
-                               (json.dumps(self._chain_meta()),))
-        self._conn.commit()
+        """Make everything added so far durable (the rows and their tables' hashes in one transaction).
+
+        Raises
+        ------
+        LogWriteError
+            When the commit fails (the pending rows are rolled back and lost; see the class docstring).
+        """
+        if self.failed is not None:
+            return
+        try:
+            if self._chain is not None and self._pending:
+                self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('content_sha256', ?)",
+                                   (json.dumps(self._chain_meta()),))
+            self._conn.commit()
+        except sqlite3.Error as exc:
+            self._write_failed(exc)
+        self._committed_chain = None if self._chain is None else dict(self._chain)
+        self.rows_committed += self._pending
         self._last_commit = time.monotonic()
         self._pending = 0
 
+    def _write_failed(self, exc: sqlite3.Error):
+        """Roll back to the last commit (rows and chain), remember the failure and raise it."""
+        try:
+            self._conn.rollback()
+        except sqlite3.Error:  # pragma: no cover - SQLite rolled back by itself already
+            pass
+        self._chain = None if self._committed_chain is None else dict(self._committed_chain)
+        lost, self._pending = self._pending, 0
+        full = getattr(exc, "sqlite_errorcode", None) == 13 or "full" in str(exc).lower()  # 13: SQLITE_FULL
+        what = "the disk is full" if full else f"SQLite could not write ({exc})"
+        self.failed = LogWriteError(f"{self.folder}: {what}; the last {lost} uncommitted sample(s) are lost, "
+                                    f"{self.rows_committed} committed sample(s) are kept", disk_full=full)
+        log.error("%s", self.failed)
+        raise self.failed from exc
+
     def close(self) -> None:
+        """Commit what is pending and close the file. A writer that failed closes without writing; a commit
+        that fails here raises :class:`LogWriteError` after closing the file."""
         if self._conn is not None:
-            self.commit()
-            self._conn.close()
-            self._conn = None
+            try:
+                self.commit()
+            finally:
+                self._conn.close()
+                self._conn = None
 
     def __enter__(self) -> "TraversalLogWriter":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def count_rows(folder: str | Path, table: str) -> int:
+    """Rows of ``table`` (one of frames, gps, imu, odom, cmd, events) committed in the log at ``folder``.
+
+    Raises
+    ------
+    LogFormatError
+        If there is no readable log there.
+    ValueError
+        For an unknown table.
+    """
+    if table not in _KINDS:
+        raise ValueError(f"unknown log table {table!r}: one of {', '.join(_KINDS)}")
+    conn = _connect_ro(Path(folder))
+    try:
+        return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+    except sqlite3.Error as exc:
+        raise LogFormatError(f"{folder}: {exc}") from exc
+    finally:
+        conn.close()
 
 
 @dataclass(frozen=True)

@@ -259,6 +259,9 @@ class MappingConfig:
                                         doc="metres of GPS noise forgiven by the GPS floor")
     vnm_batch: int = _opt(64, min=1, max=4096, doc="goals per VNM call while building")
     clip_batch: int = _opt(32, min=1, max=4096, doc="images per CLIP call while building")
+    record_reserve_mb: float = _opt(200.0, min=0.0, max=1.0e6,
+                                    doc="free space (MB) kept on the logs' disk: a recording does not start "
+                                        "below it and stops cleanly when the free space falls below it")
 
 
 @dataclass(frozen=True)

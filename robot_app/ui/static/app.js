@@ -200,8 +200,10 @@ function showStatus(s) {
   });
   const r = s.recording;
   const saved = r.last_saved ? `saved ${r.last_saved.log}: ${r.last_saved.frames} frames. ` : "";
-  $("rec-message").textContent = (r.recording ? `recording ${r.recording}: ${r.frames} frames. ` : saved)
-    + (r.build.message || "");
+  // a recording that stopped by itself (full disk) says why until the next recording starts
+  $("rec-message").textContent = (r.recording ? `recording ${r.recording}: ${r.frames} frames. `
+    : (r.stopped ? `${r.stopped}. ` : saved)) + (r.build.message || "");
+  $("rec-message").classList.toggle("bad", Boolean(r.stopped) && !r.recording);
 }
 
 function connect() {
