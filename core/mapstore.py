@@ -20,8 +20,14 @@ Content hashes (SHA-256, written by :class:`MapWriter` on close, in ``meta`` ``c
 nodes and the edges tables (their rows as loaded, in id / row order), the ``image_hashes`` table (which
 holds each image row's digest: an image is checked when it is read) and each embedding model's
 vectors (checked when they are loaded). :func:`open_map` refuses a map whose nodes, edges or image
-digests do not match with a :class:`MapFormatError` naming the table; a map written before the hashes
-opens with a warning. A bit flip that SQLite's ``quick_check`` does not see (a value inside a row) is
+digests do not match with a :class:`MapFormatError` naming the table.
+
+Format version 2 makes the hashes mandatory: a version-2 map without them is refused (deleting the hashes
+cannot turn an altered map into an unchecked one). Version 1 maps (the format before version 2) that carry
+hashes are checked the same way; a version-1 map without hashes cannot be told from an altered one and
+opens only with ``allow_unverified=True`` (``--allow-unverified`` on the command line, ``[mission]
+allow_unverified_maps`` on the robot), as :attr:`TopoMap.verified` False. Writing to a map (new or edited)
+writes version 2. A bit flip that SQLite's ``quick_check`` does not see (a value inside a row) is
 refused this way; one in unused space changes no content.
 
 Edges are directed rows; an undirected edge is stored as two rows. Writes go through
@@ -50,7 +56,9 @@ from core.search import check_graph
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: versions this software reads (1: content hashes optional; 2: mandatory)
+READABLE_VERSIONS = (1, 2)
 EDGE_SOURCES = ("temporal", "vnm", "gps", "manual")
 
 _SCHEMA = """
@@ -154,6 +162,9 @@ class TopoMap:
     #: (N, SHA-256 of the edges table) once :func:`open_map` has verified the edges against their content
     #: hash (see :meth:`graph_key`); None otherwise
     _graph_key: tuple | None = field(default=None, repr=False)
+    #: False for a version-1 map without content hashes opened with ``allow_unverified=True``: its rows could
+    #: have been altered unseen (show it as unverified)
+    verified: bool = True
 
     def csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """CSR adjacency by source for :mod:`core.search`: indptr (N+1,) int64, indices (E,) int64,
@@ -311,13 +322,15 @@ def _connect_ro(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
 
 
-def open_map(path: str | Path, *, check: bool = True) -> TopoMap:
+def open_map(path: str | Path, *, check: bool = True, allow_unverified: bool = False) -> TopoMap:
     """Open a map file read-only and load its nodes, edges and metadata.
 
     Parameters
     ----------
     path : the SQLite map file.
     check : run ``PRAGMA quick_check`` (default True; O(file size)).
+    allow_unverified : open a version-1 map that has no content hashes (its :attr:`TopoMap.verified` is
+        False); without it such a map is refused (module docstring).
 
     Raises
     ------
@@ -325,15 +338,16 @@ def open_map(path: str | Path, *, check: bool = True) -> TopoMap:
         If ``path`` does not exist.
     MapFormatError
         Not an SQLite file, corrupt (quick_check fails), a schema that is not a map, a format version
-        newer than this software supports, or inconsistent contents (node ids not 0..N-1, edges to
-        unknown nodes, bad weights). Nothing is returned half-read.
+        newer than this software supports, inconsistent contents (node ids not 0..N-1, edges to unknown
+        nodes, bad weights), contents that do not match their hashes, a version-2 map without hashes, or
+        a version-1 map without hashes unless ``allow_unverified``. Nothing is returned half-read.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such map file")
     conn = _connect_ro(path)
     try:
-        return _load(path, conn, check=check)
+        return _load(path, conn, check=check, allow_unverified=allow_unverified)
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise MapFormatError(f"{path}: not a readable map file ({exc})") from exc
@@ -342,11 +356,12 @@ def open_map(path: str | Path, *, check: bool = True) -> TopoMap:
         raise
 
 
-def _load(path: Path, conn: sqlite3.Connection, *, check: bool) -> TopoMap:
+def _load(path: Path, conn: sqlite3.Connection, *, check: bool, allow_unverified: bool = False) -> TopoMap:
     if check:
         problems = [r[0] for r in conn.execute("PRAGMA quick_check")]
         if problems != ["ok"]:
-            raise MapFormatError(f"{path}: integrity check failed: {'; '.join(problems[:3])}")
+            said = "; ".join(" ".join(str(p).split()) for p in problems[:3])  # SQLite's lines, on one line
+            raise MapFormatError(f"{path}: integrity check failed: {said}")
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if not _TABLES <= tables:
         raise MapFormatError(f"{path}: not a map file (missing tables: {', '.join(sorted(_TABLES - tables))})")
@@ -355,8 +370,11 @@ def _load(path: Path, conn: sqlite3.Connection, *, check: bool) -> TopoMap:
     except (json.JSONDecodeError, TypeError) as exc:
         raise MapFormatError(f"{path}: not a map file (unreadable metadata: {exc})") from exc
     version = meta.get("format_version")
-    if not isinstance(version, int):
+    if not isinstance(version, int) or isinstance(version, bool):
         raise MapFormatError(f"{path}: map has no format_version")
+    if version < min(READABLE_VERSIONS):
+        raise MapFormatError(f"{path}: map format version {version} is not one this software reads "
+                             f"({', '.join(map(str, READABLE_VERSIONS))})")
     if version > FORMAT_VERSION:
         raise MapFormatError(f"{path}: map format version {version} is newer than this software supports "
                              f"({FORMAT_VERSION}); upgrade robot-app to read it")
@@ -371,8 +389,15 @@ def _load(path: Path, conn: sqlite3.Connection, *, check: bool) -> TopoMap:
         raise MapFormatError(f"{path}: an edge has a non-finite weight")
     hashes = meta.get("content_sha256")
     if hashes is None:
-        log.warning("%s: map has no content hashes (written before them): altered rows cannot be detected; "
-                    "rebuild it (robot-app map build) to add them", path)
+        if version >= 2:
+            raise MapFormatError(f"{path}: map format {version} without its content hashes: it was altered or "
+                                 "damaged; rebuild it (robot-app map build)")
+        if not allow_unverified:
+            raise MapFormatError(f"{path}: map format 1 without content hashes: its contents cannot be verified "
+                                 "(a node could have been moved unseen); rebuild it (robot-app map build), or open "
+                                 "it anyway with --allow-unverified ([mission] allow_unverified_maps on the robot)")
+        log.warning("%s: map format 1 without content hashes, opened UNVERIFIED as asked: altered rows cannot "
+                    "be detected; rebuild it (robot-app map build) to add them", path)
     else:
         if not isinstance(hashes, dict):
             raise MapFormatError(f"{path}: the content hashes in meta are not readable")
@@ -388,7 +413,7 @@ def _load(path: Path, conn: sqlite3.Connection, *, check: bool) -> TopoMap:
         for image_id, node_id, _camera, digest in image_rows:
             index.setdefault(int(node_id), []).append((int(image_id), bytes(digest)))
         return TopoMap(path, meta, nodes, edges, conn, index, _graph_key=(n, hashes["edges"]))
-    return TopoMap(path, meta, nodes, edges, conn)
+    return TopoMap(path, meta, nodes, edges, conn, verified=False)
 
 
 def _read_tables(path: Path, conn) -> tuple["NodeTable", "EdgeTable"]:
@@ -580,6 +605,9 @@ class MapWriter:
                           for m in models}}
             c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                       ("content_sha256", json.dumps(hashes)))
+            # the hashes are there now: an edited version-1 map becomes a version-2 one
+            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('format_version', ?)",
+                      (json.dumps(FORMAT_VERSION),))
 
     def close(self) -> Path:
         """Write the content hashes, commit, close and (for a new map) atomically move the file to its final

@@ -269,6 +269,8 @@ class MissionConfig:
     """Route jobs: which map, how the walk is driven (GPS mode until a VNM navigator is configured)."""
 
     map_file: str = _opt("", doc="map the route jobs plan on; empty = [paths] maps_dir/current.sqlite")
+    allow_unverified_maps: bool = _opt(False, doc="open a format-1 map without content hashes (altered rows "
+                                                  "could not be detected; the status shows it as unverified)")
     max_v_mps: float = _opt(1.0, min=0.05, max=5.0, doc="autonomy speed cap")
     lookahead_m: float = _opt(2.0, min=0.1, max=50.0, doc="GPS mode: aim at the first walk node this far ahead")
     goal_radius_m: float = _opt(1.0, min=0.1, max=20.0, doc="the walk is done within this distance of its end")
@@ -722,6 +724,9 @@ def _check_across_keys(cfg: Config, origin: str, errors: list[str]) -> None:
             errors.append(f"{origin}: [mission] places[{i}]: {entry!r} is not name=node_index "
                               "(e.g. \"depot=12\")")
     ui = cfg.ui
+    if ui.enabled and ui.host not in ("127.0.0.1", "::1", "localhost") and not ui.token:
+        errors.append(f"{origin}: [ui] host {ui.host!r} is not loopback: set [ui] token so that every command "
+                      "and read needs it (or keep host = \"127.0.0.1\")")
     if ui.auth == "pin" and not (ui.pin.isdigit() and 4 <= len(ui.pin) <= 12):
         errors.append(f"{origin}: [ui] auth = 'pin' needs [ui] pin of 4-12 digits")
     for o in ui.allowed_origins:

@@ -126,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(exc: BaseException) -> str:
+    """An error's message on one line (the journal and the operator's terminal read one line per error)."""
+    return " ".join(str(exc).split("\n")).strip()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -137,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_config(args.config)
         return int(args.func(args, config) or 0)
     except (ConfigError, UsageError) as exc:
-        print(f"robot-app: error: {exc}", file=sys.stderr)
+        print(f"robot-app: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("robot-app: interrupted", file=sys.stderr)
@@ -151,6 +156,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError):
             pass
         return 141  # 128 + SIGPIPE, as a shell reports a command killed by it
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a bad file or model must never end in a traceback
+        # integrity and model errors (a damaged map, log or model file, a tampered model) and anything a
+        # handler did not turn into a UsageError: one line, exit 1; the traceback at --log-level DEBUG
+        logging.getLogger("robot_app.cli").debug("the command failed", exc_info=True)
+        what = "" if type(exc).__name__ in ("MapFormatError", "MapError", "LogFormatError", "ModelTampered",
+                                            "ModelMissing", "ModelInvalid", "WorldError") else f"{type(exc).__name__}: "
+        print(f"robot-app: error: {what}{_one_line(exc)}" + ("" if what == "" else " (--log-level DEBUG shows where)"),
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,6 +12,7 @@ def register(sub, groups) -> None:
     info = groups["map"].add_parser("info", help="counts, bounding box, edge statistics and models of a map")
     info.add_argument("map", metavar="MAP", help="map file (SQLite)")
     info.add_argument("--json", action="store_true", help="machine-readable output")
+    info.add_argument("--allow-unverified", action="store_true", help=UNVERIFIED_HELP)
     info.set_defaults(func=_info)
     ex = groups["map"].add_parser(
         "example", help="write the synthetic example map (street grid, landmark scores) for a first plan")
@@ -38,17 +39,25 @@ def register(sub, groups) -> None:
     pl = groups["map"].add_parser("plot", help="picture of a map: nodes, edges by source, thumbnails")
     pl.add_argument("map", metavar="MAP")
     pl.add_argument("--out", required=True, metavar="PNG")
+    pl.add_argument("--allow-unverified", action="store_true", help=UNVERIFIED_HELP)
     pl.add_argument("--thumbnails", default="", metavar="IDS", help="comma-separated node ids to show images of")
     pl.set_defaults(func=_plot)
 
 
-def open_map_or_usage_error(path: str):
-    """Open a map for a CLI command; unreadable maps become a :class:`UsageError` (exit 2)."""
+UNVERIFIED_HELP = ("open a format-1 map that has no content hashes (its rows cannot be checked; shown as "
+                   "unverified); [mission] allow_unverified_maps = true does the same")
+
+
+def open_map_or_usage_error(path: str, args=None, config=None):
+    """Open a map for a CLI command; unreadable maps become a :class:`UsageError` (exit 2). A format-1 map
+    without content hashes opens when ``args.allow_unverified`` or ``[mission] allow_unverified_maps``."""
     from core.mapstore import MapFormatError, open_map
 
+    allow = bool(getattr(args, "allow_unverified", False)) or bool(
+        config is not None and config.mission.allow_unverified_maps)
     try:
-        return open_map(path)
-    except (FileNotFoundError, MapFormatError) as exc:
+        return open_map(path, allow_unverified=allow)
+    except (FileNotFoundError, IsADirectoryError, PermissionError, MapFormatError) as exc:
         raise UsageError(str(exc)) from exc
 
 
@@ -57,7 +66,8 @@ def map_summary(m) -> dict:
     import numpy as np
 
     n, e = len(m.nodes), len(m.edges)
-    out = {"path": str(m.path), "format_version": m.metadata.get("format_version"), "nodes": n,
+    out = {"path": str(m.path), "format_version": m.metadata.get("format_version"), "verified": m.verified,
+           "nodes": n,
            "edges": e, "images": m.image_count(), "embedding_models": m.embedding_models(),
            "metadata": {k: v for k, v in m.metadata.items() if k != "format_version"}}
     if n:
@@ -88,12 +98,13 @@ def map_summary(m) -> dict:
 
 
 def _info(args, config) -> int:
-    with open_map_or_usage_error(args.map) as m:
+    with open_map_or_usage_error(args.map, args, config) as m:
         s = map_summary(m)
     if args.json:
         print(json.dumps(s, indent=2))
         return 0
-    print(f"map {s['path']} (format {s['format_version']})")
+    print(f"map {s['path']} (format {s['format_version']}"
+          f"{'' if s['verified'] else ', UNVERIFIED: no content hashes, altered rows cannot be detected'})")
     print(f"  nodes {s['nodes']}, edges {s['edges']} (directed rows), images {s['images']}")
     if "bbox" in s:
         b = s["bbox"]
@@ -209,7 +220,7 @@ def _plot(args, config) -> int:
         thumbs = [int(x) for x in args.thumbnails.split(",") if x.strip()]
     except ValueError as exc:
         raise UsageError(f"--thumbnails: expected comma-separated node ids, got {args.thumbnails!r}") from exc
-    with open_map_or_usage_error(args.map) as m:
+    with open_map_or_usage_error(args.map, args, config) as m:
         bad = [t for t in thumbs if not 0 <= t < len(m.nodes)]
         if bad:
             raise UsageError(f"--thumbnails: nodes {bad} are not in the map (0..{len(m.nodes) - 1})")

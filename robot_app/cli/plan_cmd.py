@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from robot_app.cli.map_cmd import UNVERIFIED_HELP
 from robot_app.errors import UsageError
 
 
@@ -13,6 +14,7 @@ def register(sub, groups) -> None:
                                    "Landmark log-likelihoods come from --scores (an (N, K) .npy) or, with "
                                    "--instruction, from the landmark parser and CLIP grounding.")
     p.add_argument("--map", required=True, metavar="MAP", help="map file (SQLite)")
+    p.add_argument("--allow-unverified", action="store_true", help=UNVERIFIED_HELP)
     p.add_argument("--start", required=True, type=int, metavar="NODE", help="start node id")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--landmarks", metavar="'a; b; c'", help="landmarks in visiting order, ';'-separated "
@@ -68,7 +70,7 @@ def _plan(args, config) -> int:
         from robot_app.plots import check_plot_path
 
         check_plot_path(args.plot, "--plot")
-    with open_map_or_usage_error(args.map) as m:
+    with open_map_or_usage_error(args.map, args, config) as m:
         landmarks, logp, grounding = _landmarks_and_scores(args, config, m)
         try:
             planned = plan_on_map(m, landmarks, logp, start=args.start, alpha=alpha, planner=planner)

@@ -138,7 +138,7 @@ class MissionExecutive:
 
     def open_map(self):
         try:
-            m = open_map(self.map_path())
+            m = open_map(self.map_path(), allow_unverified=self.config.mission.allow_unverified_maps)
             if len(m.nodes):
                 self.map_zone = (int(m.nodes.utm_zone[0]), str(m.nodes.utm_band[0]))
             return m

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from core.mapstore import MapError
 from robot_app.errors import RequestError
 
 log = logging.getLogger(__name__)
@@ -197,7 +198,8 @@ def build_app(robot) -> web.Application:
             edges = np.stack([m.edges.src, m.edges.dst], axis=1)
             return web.json_response({"xy_m": np.round(xy, 2).tolist(), "edges": edges.tolist(),
                                       "edge_source": [str(x) for x in m.edges.source],
-                                      "path": str(m.path), "origin_utm_m": origin.tolist(),
+                                      "path": str(m.path), "verified": m.verified,
+                                      "origin_utm_m": origin.tolist(),
                                       "utm_zone": [int(m.nodes.utm_zone[0]), str(m.nodes.utm_band[0])]})
 
     async def map_image(request):
@@ -212,7 +214,10 @@ def build_app(robot) -> web.Application:
         with m:
             if not 0 <= node < len(m.nodes):
                 return _json_error(404, f"node {node} is not in the map")
-            imgs = m.images(node)
+            try:
+                imgs = m.images(node)
+            except MapError as exc:  # a damaged image row: say so, never a 500
+                return _json_error(409, f"node {node}'s image cannot be used: {exc}")
         if not imgs:
             return _json_error(404, f"node {node} has no image")
         return web.Response(body=imgs[0], content_type="image/jpeg")

@@ -12,7 +12,8 @@ import sqlite3
 import numpy as np
 import pytest
 
-from core.mapstore import MapError, MapWriter, open_map
+from core.mapstore import MapError, MapFormatError, MapWriter, open_map
+from robot_app.cli import main
 from robot_app.mapping.synthetic_logs import tiny_jpeg
 
 MODEL = "clip:test"
@@ -69,14 +70,36 @@ def test_an_altered_image_or_embedding_is_refused_when_read(tmp_path):
             m.embeddings(MODEL)
 
 
-def test_a_map_without_hashes_opens_with_a_warning(tmp_path, caplog):
+def test_a_map_without_hashes_is_refused_unless_explicitly_allowed_as_unverified(tmp_path, caplog, capsys):
+    """The break-it attack: delete the content hashes and move a node 300 m. Format 2 refuses it; written
+    down to format 1 (which cannot tell it from a map made before the hashes) it opens only when asked, and
+    then shows as unverified."""
     path = _build(tmp_path / "m.map")
     with sqlite3.connect(path) as c:
         c.execute("DELETE FROM meta WHERE key = 'content_sha256'")
+        c.execute("UPDATE nodes SET northing_m = northing_m + 300.0 WHERE id = 7")
+    with pytest.raises(MapFormatError, match="map format 2 without its content hashes"):
+        open_map(path)
+    with pytest.raises(MapFormatError, match="map format 2 without"):
+        open_map(path, allow_unverified=True)
+    with sqlite3.connect(path) as c:
+        c.execute("UPDATE meta SET value = '1' WHERE key = 'format_version'")
+    with pytest.raises(MapFormatError, match="--allow-unverified"):
+        open_map(path)
+    assert main(["map", "info", str(path)]) == 2
+    assert "cannot be verified" in capsys.readouterr().err
     with caplog.at_level(logging.WARNING):
-        with open_map(path) as m:
-            assert len(m.nodes) == 40 and m.images(1)
-    assert "no content hashes" in caplog.text
+        with open_map(path, allow_unverified=True) as m:
+            assert len(m.nodes) == 40 and m.images(1) and not m.verified
+    assert "UNVERIFIED" in caplog.text
+    assert main(["map", "info", str(path), "--allow-unverified", "--json"]) == 0
+    assert '"verified": false' in capsys.readouterr().out
+    # a format-1 map that kept its hashes is checked as before and counts as verified
+    path2 = _build(tmp_path / "m2.map")
+    with sqlite3.connect(path2) as c:
+        c.execute("UPDATE meta SET value = '1' WHERE key = 'format_version'")
+    with open_map(path2) as m2:
+        assert m2.verified
 
 
 def test_an_edited_map_gets_fresh_hashes(tmp_path):
@@ -85,7 +108,7 @@ def test_an_edited_map_gets_fresh_hashes(tmp_path):
     w.add_edges([0], [5], [9.0], source="manual")
     w.close()
     with open_map(path) as m:
-        assert len(m.edges) == 2 * 39 + 2
+        assert len(m.edges) == 2 * 39 + 2 and m.metadata["format_version"] == 2 and m.verified
 
 
 def test_no_bit_flip_or_truncation_is_read_with_other_content(tmp_path):

@@ -38,7 +38,7 @@ def plan_argv(example, *extra):
 def test_map_info_json(example, capsys):
     rc, info = run_json(capsys, ["map", "info", str(example / "map.sqlite"), "--json"])
     assert rc == 0
-    assert info["nodes"] == 385 and info["edges"] == 800 and info["format_version"] == 1
+    assert info["nodes"] == 385 and info["edges"] == 800 and info["format_version"] == 2 and info["verified"]
     assert info["edge_stats"]["components"] == 1
     assert info["edge_stats"]["by_source"]["gps"]["count"] == 800
     assert info["bbox"]["utm_zones"] == ["10S"]

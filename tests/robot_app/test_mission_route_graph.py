@@ -40,10 +40,10 @@ def graph_checks(monkeypatch):
     return calls
 
 
-def mission_on(path, tmp_path) -> MissionExecutive:
+def mission_on(path, tmp_path, **mission) -> MissionExecutive:
     base = Config()
     cfg = dataclasses.replace(base, paths=dataclasses.replace(base.paths, logs_dir=str(tmp_path)),
-                              mission=dataclasses.replace(base.mission, map_file=str(path)))
+                              mission=dataclasses.replace(base.mission, map_file=str(path), **mission))
     return MissionExecutive(cfg, Sensors(), CommandMux({Source.AUTONOMY: 0.25, Source.TELEOP: 0.25}), models=None)
 
 
@@ -91,9 +91,10 @@ def test_a_map_without_content_hashes_is_checked_on_every_open(tmp_path, graph_c
     write_example_map(path)
     conn = sqlite3.connect(path)
     conn.execute("DELETE FROM meta WHERE key = 'content_sha256'")  # written before content hashes
+    conn.execute("UPDATE meta SET value = '1' WHERE key = 'format_version'")
     conn.commit()
     conn.close()
-    mission = mission_on(path, tmp_path)
+    mission = mission_on(path, tmp_path, allow_unverified_maps=True)
     mission._plan_blocking(None, 0, goal=5)
     mission._plan_blocking(None, 0, goal=5)
     assert len(graph_checks) == 2  # nothing verifies its rows between opens: no identity to keep it by

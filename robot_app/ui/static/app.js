@@ -612,7 +612,13 @@ document.querySelectorAll(".tab").forEach((t) => t.onclick = () => {
 });
 fetch("/api/map").then(async (r) => {
   const d = await r.json().catch(() => ({}));
-  if (r.ok) { mapData = d; } else { mapError = d.error || `no map (HTTP ${r.status})`; $("map-hint").textContent = mapError; }
+  if (r.ok) {
+    mapData = d;
+    if (d.verified === false) {  // a format-1 map without content hashes, opened as the config allows
+      $("map-hint").textContent = "UNVERIFIED map: no content hashes, a changed node would not be noticed. Rebuild it.";
+      $("map-hint").classList.add("bad");
+    }
+  } else { mapError = d.error || `no map (HTTP ${r.status})`; $("map-hint").textContent = mapError; }
   drawMap();
 });
 connect();
