@@ -436,6 +436,8 @@ class UiConfig:
     token: str = _opt("", doc="the session token (X-Robot-Token) of every command; empty = a new random one each "
                               "start, written to secret_file for the kiosk; required when not on loopback")
     enabled: bool = _opt(True, doc="serve the UI from `robot-app run`")
+    idle_timeout_s: float = _opt(15.0, min=1.0, max=3600.0, doc="an HTTP connection idle this long (no request "
+                                                                "yet, or between requests) is closed")
     auth: str = _opt("secret", choices=("secret", "pin"),
                      doc="how the touchscreen page gets the session token: 'secret' = the kiosk reads "
                          "secret_file (its launcher passes it in the page URL), 'pin' = the operator types pin")
@@ -724,6 +726,8 @@ def _check_across_keys(cfg: Config, origin: str, errors: list[str]) -> None:
             errors.append(f"{origin}: [mission] places[{i}]: {entry!r} is not name=node_index "
                               "(e.g. \"depot=12\")")
     ui = cfg.ui
+    if ui.token and not re.fullmatch(r"[A-Za-z0-9_-]{16,256}", ui.token):
+        errors.append(f"{origin}: [ui] token: use 16-256 letters, digits, '-' or '_' (the kiosk passes it in a URL)")
     if ui.enabled and ui.host not in ("127.0.0.1", "::1", "localhost") and not ui.token:
         errors.append(f"{origin}: [ui] host {ui.host!r} is not loopback: set [ui] token so that every command "
                       "and read needs it (or keep host = \"127.0.0.1\")")

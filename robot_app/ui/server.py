@@ -55,6 +55,26 @@ class UiConfigError(ValueError):
     """The [ui] settings are unsafe or invalid."""
 
 
+class _NumberTooLarge(ValueError):
+    pass
+
+
+#: the longest integer a request body may hold (a node id, a count): 18 digits fit an int64
+MAX_INT_DIGITS = 18
+
+
+def _bounded_int(text: str) -> int:
+    """JSON integers are parsed only up to :data:`MAX_INT_DIGITS` digits (a 5,000-digit one made Python's
+    int() raise past its 4,300-digit limit: an HTTP 500)."""
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _NumberTooLarge(f"a number in the body has {len(text.lstrip('-'))} digits (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _no_constant(name: str):
+    raise _NumberTooLarge(f"{name} is not a number a request may hold")
+
+
 def _json_error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
@@ -239,8 +259,10 @@ def build_app(robot) -> web.Application:
 
     async def _body(request) -> dict:
         try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+            body = json.loads(await request.text(), parse_int=_bounded_int, parse_constant=_no_constant)
+        except _NumberTooLarge as exc:
+            raise web.HTTPBadRequest(text=json.dumps({"error": str(exc)}), content_type="application/json")
+        except (ValueError, UnicodeDecodeError, RecursionError):  # JSONDecodeError is a ValueError
             raise web.HTTPBadRequest(text=json.dumps({"error": "body must be JSON"}), content_type="application/json")
         if not isinstance(body, dict):
             raise web.HTTPBadRequest(text=json.dumps({"error": "body must be a JSON object"}),
@@ -374,7 +396,9 @@ class UiServer:
     async def run(self) -> None:
         cfg = self.robot.config.ui
         write_secret(cfg, self.robot.ui_token)
-        runner = web.AppRunner(build_app(self.robot), access_log=None, handle_signals=False)
+        # an idle connection (none sent a request yet, or between requests) is closed after [ui] idle_timeout_s
+        runner = web.AppRunner(build_app(self.robot), access_log=None, handle_signals=False,
+                               keepalive_timeout=cfg.idle_timeout_s)
         await runner.setup()
         site = web.TCPSite(runner, cfg.host, cfg.port)
         try:

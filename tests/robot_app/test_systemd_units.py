@@ -34,16 +34,55 @@ def test_service_unit_builds_the_compiled_kernels_where_the_service_looks_for_th
     assert "TimeoutStartSec=180" in text
 
 
-def test_kiosk_unit_passes_the_session_secret_to_the_page():
-    """The kiosk reads the per-start session token ([ui] secret_file's default) into the page's URL fragment,
-    waits for it, and restarts with the service (a new token each start)."""
+def test_kiosk_unit_passes_the_session_secret_to_the_page_never_on_a_command_line(tmp_path):
+    """The kiosk waits for the per-start session token ([ui] secret_file's default), writes it into a
+    launcher page in its own 0700 runtime folder (file mode 0600) that sends Chromium to the UI with the token
+    in the URL fragment, and restarts with the service (a new token each start). The token is never an
+    argument of any process (/proc/PID/cmdline is world-readable): Chromium gets the launcher's path."""
+    import os
+    import stat
+
     from robot_app.config import Config
 
     text = (UNITS / "robot-app-kiosk.service").read_text()
     secret = Config().ui.secret_file
     assert secret == "/run/robot-app/ui-secret"
-    assert f"#token=$(cat {secret})" in text and f"[ -s {secret} ]" in text
+    assert f"[ -s {secret} ]" in text and "RuntimeDirectoryMode=0700" in text
     assert "PartOf=robot-app.service" in text.split("[Service]")[0]
+    start = [ln for ln in text.splitlines() if ln.startswith("ExecStart=")]
+    assert len(start) == 1 and "token" not in start[0] and "ui-secret" not in start[0]
+    assert "--app=file:///run/robot-kiosk/launch.html" in start[0]
+    # run the launcher-writing step as systemd would (its C escapes and %% undone), on a test secret
+    pre = [ln for ln in text.splitlines() if ln.startswith("ExecStartPre=") and "launch.html" in ln]
+    assert len(pre) == 1
+    script = pre[0].split("-c '", 1)[1].rsplit("'", 1)[0].replace('\\\\"', '\\"').replace("%%", "%")
+    fake = tmp_path / "ui-secret"
+    fake.write_text("AbC_123-xyz")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    res = subprocess.run(["/bin/sh", "-c", script.replace(secret, str(fake))], capture_output=True, text=True,
+                         env={**os.environ, "RUNTIME_DIRECTORY": str(run_dir)})
+    assert res.returncode == 0, res.stderr
+    page = run_dir / "launch.html"
+    assert 'location.replace("http://127.0.0.1:8080/#token=AbC_123-xyz")' in page.read_text()
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600
+    fake.write_text('x"); alert(1); ("')  # anything but a token's characters is refused, nothing written
+    page.unlink()
+    res = subprocess.run(["/bin/sh", "-c", script.replace(secret, str(fake))], capture_output=True, text=True,
+                         env={**os.environ, "RUNTIME_DIRECTORY": str(run_dir)})
+    assert res.returncode != 0 and not page.exists()
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not on this machine")
+def test_kiosk_unit_is_hardened_as_far_as_chromium_allows(tmp_path):
+    unit = tmp_path / "robot-app-kiosk.service"
+    unit.write_text((UNITS / "robot-app-kiosk.service").read_text())
+    res = subprocess.run(["systemd-analyze", "security", "--offline=true", str(unit)], capture_output=True,
+                         text=True, cwd=tmp_path)
+    line = [ln for ln in res.stdout.splitlines() if "Overall exposure level" in ln]
+    if not line:
+        pytest.skip(f"this systemd-analyze has no offline security check: {res.stderr.strip()[:200]}")
+    assert float(line[0].split(":")[1].split()[0]) <= 5.0, res.stdout  # was 9.2 UNSAFE
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not on this machine")

@@ -160,3 +160,49 @@ def test_go_needs_the_confirmed_plans_own_id(tmp_path):
     app = _app(tmp_path)
     with pytest.raises(Exception, match="plan a route first"):
         asyncio.run(app.mission.go("0" * 32))
+
+
+def test_idle_connections_are_closed_after_the_idle_timeout(tmp_path):
+    """Half-open connections that never send a request (or idle ones between requests) do not pile up:
+    the server closes them after [ui] idle_timeout_s."""
+    import socket
+
+    from robot_app.ui.server import UiServer
+
+    app = _app(tmp_path, idle_timeout_s=1.0)
+
+    async def main():
+        server = UiServer(app)
+        task = asyncio.ensure_future(server.run())
+        try:
+            while server.port is None:
+                await asyncio.sleep(0.01)
+            loop = asyncio.get_running_loop()
+            socks = []
+            for _ in range(20):
+                s = socket.create_connection(("127.0.0.1", server.port))
+                s.settimeout(60.0)  # only a hung server reaches this
+                socks.append(s)
+            closed = await asyncio.gather(*(loop.run_in_executor(None, s.recv, 1) for s in socks))
+            for s in socks:
+                s.close()
+            return closed
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    assert asyncio.run(main()) == [b""] * 20  # each one closed by the server (EOF), none left open
+
+
+@pytest.mark.parametrize("body", ['{"goal": ' + "9" * 5000 + "}", '{"start": -' + "1" * 40 + "}", '{"goal": NaN}',
+                                  '{"goal": Infinity}'])
+def test_numbers_in_bodies_are_bounded_before_use(tmp_path, body):
+    app = _app(tmp_path)
+
+    async def fn(client, port):
+        r = await client.post("/api/route/plan", data=body,
+                              headers={"X-Robot-Token": app.ui_token, "Content-Type": "application/json"})
+        return r.status, await r.json()
+
+    status, out = _run(app, fn)
+    assert status == 400 and ("digits" in out["error"] or "not a number" in out["error"]), out
