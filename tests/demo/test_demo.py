@@ -212,6 +212,15 @@ def test_instruction_naming_what_the_world_lacks_is_refused_before_any_work(tmp_
 def test_missing_models_folder_and_bad_seed(tmp_path, capsys):
     assert main(["demo", "--models", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
     assert "no such folder" in capsys.readouterr().err
+    # the package: form: resolved, or one line naming the flag
+    assert main(["demo", "--models", "package:robot_app/data/models/nope", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("robot-app: error: --models: ") and "does not exist in the installed package" in err
+    assert len(err.strip().splitlines()) == 1
+    rc = main(["demo", "--models", "package:robot_app/data/models/sim", "--out", str(tmp_path / "o"),
+               "--instruction", "Go past the stop sign and stop at the purple elephant."])
+    err = capsys.readouterr().err
+    assert rc == 2 and "purple elephant" in err and "--models" not in err  # the shipped models were found
     assert main(["demo", "--seed", "-1", "--out", str(tmp_path / "o")]) == 2
 
 
