@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from robot_app.demo.routes import (
+    START_MARGIN_M,
     RouteCandidate,
     chain_routes,
     demo_start,
@@ -220,8 +221,9 @@ def _start_note(world, start: tuple) -> str:
     where = f"start ({x:.1f}, {y:.1f}) m"
     if math.hypot(x - x0, y - y0) <= 0.5 + max((p.width_m for p in world.paths), default=0.0):
         return f"{where}: the world's start"
-    i = dropout_zone_at(world, x0, y0)
-    why = (f"lies in GPS dropout zone gps_dropouts[{i}]" if i is not None else "is not on a path")
+    i = dropout_zone_at(world, x0, y0, margin_m=START_MARGIN_M)
+    why = (f"lies in (or within {START_MARGIN_M:g} m of) GPS dropout zone gps_dropouts[{i}]" if i is not None
+           else "is not on a path")
     return f"{where}: the nearest point of a path with a GPS fix (the world's start ({x0:g}, {y0:g}) m {why})"
 
 

@@ -199,6 +199,17 @@ def test_unknown_world_is_a_usage_error(tmp_path, capsys):
     assert "atlantis" in capsys.readouterr().err
 
 
+def test_a_world_without_a_start_with_gps_is_a_usage_error(tmp_path, capsys):
+    from robot_app.sim.world import shipped_worlds
+
+    text = shipped_worlds()["campus"].read_text() + "\n[[gps_dropouts]]\ncenter = [0.0, 0.0]\nradius_m = 300.0\n"
+    (tmp_path / "dark.toml").write_text(text)
+    assert main(["demo", "--world", str(tmp_path / "dark.toml"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "no start with a GPS fix" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o" / "explore-log").exists()
+
+
 def test_instruction_naming_what_the_world_lacks_is_refused_before_any_work(tmp_path, capsys):
     models = tmp_path / "models"
     models.mkdir()
