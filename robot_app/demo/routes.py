@@ -263,6 +263,12 @@ class _Graph:
                     heapq.heappush(heap, (d + w, v))
         return dist, prev
 
+    def turn_deg(self, a: int, b: int, c: int) -> float:
+        """The turn (degrees, 0-180) from the way a -> b to the way b -> c."""
+        (ax, ay), (bx, by), (cx, cy) = self.xy[a], self.xy[b], self.xy[c]
+        d = math.atan2(cy - by, cx - bx) - math.atan2(by - ay, bx - ax)
+        return abs(math.degrees(math.atan2(math.sin(d), math.cos(d))))
+
     def walk(self, frm: int, first: int, length_m: float, avoid: int | None = None) -> list[tuple]:
         """Points from vertex ``frm`` along the edge to ``first``, then on through each vertex by the least
         turn (never straight back), until ``length_m`` m or a dead end."""
@@ -307,16 +313,20 @@ def _join(*parts) -> np.ndarray:
 
 
 def junction_routes(world, start: tuple, *, max_approach_m: float = 150.0, branch_m: float = 40.0,
-                    onward_m: float = 70.0, min_branch_m: float = 15.0, min_onward_m: float = 35.0
-                    ) -> list[RouteCandidate]:
+                    onward_m: float = 70.0, min_branch_m: float = 15.0, min_onward_m: float = 35.0,
+                    max_through_turn_deg: float = 30.0) -> list[RouteCandidate]:
     """Routes from ``start`` (x_m, y_m[, yaw]) through a junction of the path network: the shortest way
     along the paths to a junction at most ``max_approach_m`` m away (the ``approach``), out along one of
-    its other paths for up to ``branch_m`` m and back (``branch``, ``back``), then on along another for up
-    to ``onward_m`` m (``onward``), each leg following the paths by the least turn.
+    its other paths for up to ``branch_m`` m and back (``branch``, ``back``), then on for up to
+    ``onward_m`` m (``onward``) along the path that continues the approach within
+    ``max_through_turn_deg`` degrees, each leg following the paths by the least turn.
 
     A landmark seen only on the branch makes the instruction's best walk a detour from the shortest
-    one to its goal (LM-Nav Fig. 5). Branches shorter than ``min_branch_m`` and onward legs shorter than
-    ``min_onward_m`` are left out. Returns [] when the network has no junction in reach.
+    one to its goal (LM-Nav Fig. 5); the map has that shorter walk only where the approach and the
+    onward leg meet facing the same way (the VNM joins images that look alike), hence straight on
+    through the junction (any onward leg when the start is the junction). Branches shorter than
+    ``min_branch_m`` and onward legs shorter than ``min_onward_m`` are left out. Returns [] when no
+    junction in reach allows such a route.
     """
     g = _Graph(path_network(world), start[:2])
     dist, prev = g.shortest_from_start()
@@ -336,7 +346,7 @@ def junction_routes(world, start: tuple, *, max_approach_m: float = 150.0, branc
             if _polyline_length(branch) < min_branch_m:
                 continue
             for o, _ in g.adj[j]:
-                if o in (b, came):
+                if o in (b, came) or (came is not None and g.turn_deg(came, j, o) > max_through_turn_deg):
                     continue
                 onward = g.walk(j, o, onward_m)
                 if _polyline_length(onward) < min_onward_m:

@@ -166,7 +166,8 @@ def derive_scenario(world, *, quick: bool = False, instruction: str | None = Non
     """A scenario for any world, from its geometry.
 
     The start is :func:`robot_app.demo.routes.demo_start` (on a path, outside every GPS dropout zone).
-    Full: of the routes through a junction (:func:`robot_app.demo.routes.junction_routes`), one whose
+    Full: of the routes through a junction (:func:`robot_app.demo.routes.junction_routes`: out along a
+    branch and back, then straight on), one whose
     instruction names a landmark seen only on the way to the junction (when there is one), one seen
     only on the branch (out and back) and one seen only after it, at least 20 m before the route's
     end, and whose best walk through them is at least 10 m longer than the shortest walk to its goal;
@@ -318,7 +319,7 @@ def _junction_instruction(world, cand: RouteCandidate) -> list[str] | None:
         return None
     far = max(branch, key=lambda item: arc[item[1][0]])  # the farthest out: the longest detour
     chosen = firsts[:1] + [far, lasts[0]]
-    if _walk_detour_m(xy, arc, [idx for _, idx in chosen]) < MIN_DETOUR_M:
+    if _walk_detour_m(xy, yaw, arc, [idx for _, idx in chosen]) < MIN_DETOUR_M:
         return None
     return [p for p, _ in chosen]
 
@@ -341,17 +342,22 @@ def _chain_instruction(world, cand: RouteCandidate, k: int) -> list[str] | None:
     return None
 
 
-def _walk_detour_m(xy: np.ndarray, arc: np.ndarray, sets: list[np.ndarray], link_m: float = 2.0) -> float:
-    """How much longer (m) the shortest walk from sample 0 through ``sets`` in order is than the shortest
-    walk to where it ends, on the graph of the samples (consecutive ones joined, and any two within
-    ``link_m`` m that are more than 3 link lengths apart along the route: where passes meet)."""
+def _walk_detour_m(xy: np.ndarray, yaw: np.ndarray, arc: np.ndarray, sets: list[np.ndarray], *,
+                   link_m: float = 5.0, link_turn_deg: float = 45.0) -> float:
+    """How much longer (m) the shortest walk from sample 0 through ``sets`` (sample indices) in order is
+    than the shortest walk to where it ends, on a stand-in for the demo's map: the samples (xy (N, 2) m,
+    yaw (N,) rad, arc (N,) m along the route), consecutive ones joined, and any two within ``link_m`` m
+    facing within ``link_turn_deg`` of each other and more than ``2 * link_m`` m apart along the route
+    (where passes meet facing the same way: the VNM joins images that look alike, not a pass and the
+    one back). -inf when no walk goes through the sets."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import dijkstra
     from scipy.spatial import cKDTree
 
     n = len(xy)
-    pairs = cKDTree(xy).query_pairs(link_m, output_type="ndarray")
-    pairs = pairs[np.abs(arc[pairs[:, 0]] - arc[pairs[:, 1]]) > 3 * link_m] if len(pairs) else pairs.reshape(0, 2)
+    pairs = cKDTree(xy).query_pairs(link_m, output_type="ndarray").reshape(-1, 2)
+    turn = np.abs(np.angle(np.exp(1j * (yaw[pairs[:, 0]] - yaw[pairs[:, 1]]))))
+    pairs = pairs[(np.abs(arc[pairs[:, 0]] - arc[pairs[:, 1]]) > 2 * link_m) & (turn <= math.radians(link_turn_deg))]
     src = np.concatenate([np.arange(n - 1), pairs[:, 0]]).astype(np.int64)
     dst = np.concatenate([np.arange(1, n), pairs[:, 1]]).astype(np.int64)
     w = np.maximum(np.linalg.norm(xy[src] - xy[dst], axis=1), 1e-3)

@@ -141,7 +141,7 @@ def test_derived_scenario_starts_with_gps_and_detours_through_the_junction(world
     assert firsts == sorted(firsts)  # seen in driving order
     assert int(truth[-1].nodes.max()) <= len(xy) - 20  # room for the task job's places after the goal
     # the landmark of the branch is seen only off the way from the start to the goal: the best walk is longer
-    assert _walk_detour_m(xy, arc, [t.nodes for t in truth]) >= 10.0
+    assert _walk_detour_m(xy, yaw, arc, [t.nodes for t in truth]) >= 10.0
     quick = scenario_for(world, quick=True)
     assert _outside_every_zone(world, *quick.start[:2])
     assert len(parse_instruction(quick.instruction, config=Config(), parser="rules")[0]) == 2
@@ -150,7 +150,9 @@ def test_derived_scenario_starts_with_gps_and_detours_through_the_junction(world
 def test_route_candidates_from_the_start(world):
     start = demo_start(world)
     routes = junction_routes(world, start)
-    assert routes and all(r.junction == (0.0, 0.0) for r in routes)
+    assert len(routes) == 1 and routes[0].junction == (0.0, 0.0)
+    # out along the spur and back, then straight on north (where the map joins the approach and the onward leg)
+    assert routes[0].points.tolist() == [[0.0, start[1]], [0.0, 0.0], [-40.0, 0.0], [0.0, 0.0], [0.0, 70.0]]
     for r in routes:
         assert r.legs["approach"] == 0.0 < r.legs["branch"] < r.legs["back"] < r.legs["onward"] < r.length_m
     chain = chain_routes(world, start, length_m=70.0)
@@ -158,13 +160,22 @@ def test_route_candidates_from_the_start(world):
 
 
 def test_walk_detour_on_a_spur():
-    # along x to 20 m, out a spur north and back: a set only on the spur costs twice its length
+    """Along x to 20 m with a spur north at x = 10 m driven out and back: a set seen only at the spur's end
+    costs twice its length; passes that meet facing each other are not joined (the VNM would not)."""
     xy = np.array([(x, 0.0) for x in range(11)] + [(10.0, y) for y in range(1, 11)]
                   + [(10.0, y) for y in range(9, -1, -1)] + [(x, 0.0) for x in range(11, 21)], dtype=float)
+    yaw = np.array([0.0] * 10 + [math.pi / 2] * 11 + [-math.pi / 2] * 10 + [0.0] * 10)
     arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(xy, axis=0), axis=1))])
     spur_top, end = np.array([20]), np.array([len(xy) - 1])
-    assert _walk_detour_m(xy, arc, [spur_top, end]) == pytest.approx(20.0, abs=1.5)  # links cut the corner
-    assert _walk_detour_m(xy, arc, [end]) == pytest.approx(0.0, abs=0.1)
+    # the pass along x joins itself across the spur (facing the same way): the end is 20 m away, not 40
+    assert _walk_detour_m(xy, yaw, arc, [end]) == pytest.approx(0.0, abs=0.1)
+    assert _walk_detour_m(xy, yaw, arc, [spur_top, end]) == pytest.approx(20.0, abs=1.5)
+    # on south after the spur instead: the approach (facing east) and the onward leg (facing south) are not
+    # joined, every walk to the end goes up the spur: no detour
+    xy2 = np.concatenate([xy[:31], [(10.0, -y) for y in range(1, 11)]])
+    yaw2 = np.concatenate([yaw[:31], [-math.pi / 2] * 10])
+    arc2 = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(xy2, axis=0), axis=1))])
+    assert _walk_detour_m(xy2, yaw2, arc2, [spur_top, np.array([len(xy2) - 1])]) == pytest.approx(0.0, abs=0.1)
 
 
 @pytest.mark.parametrize("name", ["campus", "industrial"])
@@ -181,7 +192,7 @@ def test_shipped_scenarios_start_with_a_fix_and_stay_hand_picked(name):
     xy, yaw, arc = _samples(np.asarray(sc.route))
     landmarks, _ = parse_instruction(sc.instruction, config=Config(), parser="rules")
     truth = landmark_truth(world, np.column_stack([xy, yaw]), landmarks, hfov_deg=90.0)
-    assert _walk_detour_m(xy, arc, [t.nodes for t in truth]) >= 10.0
+    assert _walk_detour_m(xy, yaw, arc, [t.nodes for t in truth]) >= 10.0
 
 
 def test_an_edited_copy_of_a_shipped_world_gets_a_derived_scenario(tmp_path):
