@@ -521,6 +521,8 @@ _SECTIONS = {f.name: f for f in dataclasses.fields(Config) if f.name != "source"
 #: where the package is installed now, so a config written by ``robot-app demo`` survives a reinstall
 PACKAGE_PREFIX = "package:"
 _PACKAGE_DIR = Path(__file__).resolve().parent
+#: the SIM-ONLY stand-in models shipped for the simulated world, as a path value (``--models``, ``models_dir``)
+SIM_MODELS = PACKAGE_PREFIX + "robot_app/data/models/sim"
 
 
 def resolve_package_path(value: str, where: str = "path") -> str:
@@ -540,6 +542,19 @@ def resolve_package_path(value: str, where: str = "path") -> str:
     if not path.exists():
         raise ConfigError(f"{where}: {value!r}: {path} does not exist in the installed package")
     return str(path)
+
+
+def resolve_path_value(value: str, where: str = "path") -> str:
+    """A path as the config file and the command line take it: ``package:robot_app/REL`` -> the absolute
+    path of REL in the installed package (:func:`resolve_package_path`); any other value unchanged.
+
+    Raises
+    ------
+    ConfigError
+        A ``package:`` value that is malformed or names nothing in the installed package; the message
+        starts with ``where`` (the key or the option) and stays one line.
+    """
+    return resolve_package_path(value, where) if value.startswith(PACKAGE_PREFIX) else value
 
 
 def package_path_of(path: str) -> str:
@@ -569,8 +584,7 @@ def _check_value(value: Any, fld: dataclasses.Field, hint: Any, where: str) -> A
     elif hint is str:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected a string, got {value!r}")
-        if value.startswith(PACKAGE_PREFIX):
-            value = resolve_package_path(value, where)
+        value = resolve_path_value(value, where)
     elif typing.get_origin(hint) is list:
         (item_type,) = typing.get_args(hint)
         def ok(v: Any) -> bool:

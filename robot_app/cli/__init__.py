@@ -23,7 +23,7 @@ import sys
 from typing import Sequence
 
 from robot_app import __version__
-from robot_app.config import ConfigError, load_config
+from robot_app.config import ConfigError, load_config, resolve_path_value
 from robot_app.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,10 @@ GROUPS = {
 
 #: the help of every command's --json option
 JSON_HELP = "print the result as JSON (one object) instead of text"
+
+#: options whose value is a path that may be given in the config's ``package:robot_app/...`` form (what
+#: ``robot-app demo`` writes for shipped data): :func:`main` resolves them with :func:`path_option`
+PATH_OPTIONS = frozenset({"--models"})
 
 COMMAND_MODULES = (
     "robot_app.cli.config_cmd",
@@ -120,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
         for a in p._actions:  # one wording for --json everywhere
             if "--json" in a.option_strings:
                 a.help = JSON_HELP
+        # every --models takes the package: form too (resolved in main, before the command runs)
+        paths = {a.dest: a.option_strings[0] for a in p._actions if set(a.option_strings) & PATH_OPTIONS}
+        if paths:
+            p.set_defaults(_path_options=paths)
         p.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help="as before the command")
         p.add_argument("--log-level", default=argparse.SUPPRESS, choices=("DEBUG", "INFO", "WARNING", "ERROR"),
                        help="as before the command")
@@ -131,6 +139,26 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split("\n")).strip()
 
 
+def path_option(value: str | None, flag: str) -> str | None:
+    """The value of a path option as the command gets it: ``package:robot_app/REL`` (the form of a config
+    written by ``robot-app demo``, e.g. ``package:robot_app/data/models/sim``) -> the absolute path of REL
+    in the installed package, through the config's own resolver
+    (:func:`robot_app.config.resolve_path_value`); any other value unchanged; None stays None.
+
+    Raises
+    ------
+    UsageError
+        A ``package:`` value that is malformed or names nothing in the installed package (one line,
+        starting with ``flag``).
+    """
+    if value is None:
+        return None
+    try:
+        return resolve_path_value(str(value), flag)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from exc
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -139,6 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         (getattr(args, "_group_parser", None) or parser).print_help()
         return 2
     try:
+        for dest, flag in getattr(args, "_path_options", {}).items():
+            setattr(args, dest, path_option(getattr(args, dest), flag))
         config = load_config(args.config)
         return int(args.func(args, config) or 0)
     except (ConfigError, UsageError) as exc:

@@ -28,7 +28,7 @@ def register(sub, groups) -> None:
     p.add_argument("--world", required=True, help="shipped world name (campus, industrial) or a world .toml file")
     p.add_argument("--instructions", type=Path, default=None,
                    help="instruction set JSON (default: the world's shipped <world>-instructions.json)")
-    p.add_argument("--models", type=Path, default=None,
+    p.add_argument("--models", default=None, metavar="DIR",
                    help="models folder (default: the shipped sim models, else [paths] models_dir)")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: ./eval-sim-WORLD)")
     p.add_argument("--seed", type=int, default=0, help="seed of the exploration's and the drives' noise (default 0)")
@@ -68,7 +68,7 @@ def register(sub, groups) -> None:
                     "--out/WORLD.")
     t.add_argument("--world", action="append", default=None,
                    help="shipped world name or .toml file; repeat for several (default: campus and industrial)")
-    t.add_argument("--models", type=Path, default=None,
+    t.add_argument("--models", default=None, metavar="DIR",
                    help="models folder (default: the shipped sim models, else [paths] models_dir)")
     t.add_argument("--instructions", type=Path, default=None,
                    help="instruction set JSON whose exploration route records the map (its instructions are not "
@@ -155,7 +155,7 @@ def _eval_sim(args, config) -> int:
         raise UsageError(f"--node-spacing {args.node_spacing}: must be 0.2-20 m")
     if args.drive_time_limit is not None and not args.drive_time_limit > 0:
         raise UsageError(f"--drive-time-limit {args.drive_time_limit}: must be > 0 seconds")
-    if args.models is not None and not args.models.is_dir():
+    if args.models is not None and not Path(args.models).is_dir():
         raise UsageError(f"--models {args.models}: no such folder")
     if args.instructions is not None and not args.instructions.is_file():
         raise UsageError(f"--instructions {args.instructions}: no such file")
@@ -164,7 +164,7 @@ def _eval_sim(args, config) -> int:
         raise UsageError(f"--out {out}: exists and is not a folder")
     settings = EvalSettings(world=args.world, out_dir=str(out),
                             instructions=str(args.instructions) if args.instructions else None,
-                            models_dir=str(args.models) if args.models else None, seed=args.seed, parser=args.parser,
+                            models_dir=args.models or None, seed=args.seed, parser=args.parser,
                             grounding=args.grounding, alpha=args.alpha, max_cosine=args.max_cosine,
                             node_spacing_m=args.node_spacing,
                             execute=not args.no_drive, limit=args.limit, progress=not args.json,
@@ -207,7 +207,7 @@ def _eval_sim_tune(args, config) -> int:
                         "every cap must be in (-1, 1]")
     if args.logit_scale is not None and not 0 < args.logit_scale < float("inf"):
         raise UsageError(f"--logit-scale {args.logit_scale}: must be a finite number > 0")
-    if args.models is not None and not args.models.is_dir():
+    if args.models is not None and not Path(args.models).is_dir():
         raise UsageError(f"--models {args.models}: no such folder")
     if args.instructions is not None and not args.instructions.is_file():
         raise UsageError(f"--instructions {args.instructions}: no such file")
@@ -215,7 +215,7 @@ def _eval_sim_tune(args, config) -> int:
         raise UsageError(f"--out {args.out}: exists and is not a folder")
     settings = TuneSettings(worlds=tuple(args.world or ("campus", "industrial")), out_dir=str(args.out),
                             instructions=str(args.instructions) if args.instructions else None,
-                            models_dir=str(args.models) if args.models else None, n=args.n, seed=args.seed,
+                            models_dir=args.models or None, n=args.n, seed=args.seed,
                             alphas=alphas, max_cosines=caps, logit_scale=args.logit_scale, write=args.write,
                             progress=not args.json)
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from robot_app.config import SIM_MODELS
 from robot_app.errors import UsageError
 
 
@@ -24,7 +25,12 @@ def register(sub, groups) -> None:
     b = groups["map"].add_parser("build", help="build a map from traversal logs (LM-Nav Algorithm 2)")
     b.add_argument("logs", nargs="+", metavar="LOG", help="traversal log folders")
     b.add_argument("--out", required=True, metavar="MAP", help="map file to write")
-    b.add_argument("--models", metavar="DIR", help="models directory (default: [paths] models_dir)")
+    b.add_argument("--models", metavar="DIR",
+                   help="models directory with the VNM and CLIP (default: [paths] models_dir; the SIM-ONLY "
+                        f"stand-ins shipped for the simulated world: {SIM_MODELS})")
+    b.add_argument("--require-models", action="store_true",
+                   help="refuse to build without the VNM (unless --no-vnm) and CLIP instead of falling back "
+                        "(GPS edges, no image embeddings); exit 2")
     b.add_argument("--overwrite", action="store_true", help="replace an existing map")
     b.add_argument("--no-vnm", action="store_true", help="GPS fallback even when a VNM is installed")
     b.add_argument("--json", action="store_true", help="print the build report as JSON")
@@ -166,17 +172,31 @@ def _build(args, config) -> int:
     import sys
 
     from core.tlog import LogFormatError
+    from models.sidecar import ModelMissing
     from robot_app.mapping.map_build import build_map
 
+    if args.models is not None and not Path(args.models).is_dir():
+        raise UsageError(f"--models {args.models}: no such folder")
+    models_dir = args.models or config.paths.models_dir
     engine = _engine(args)
     try:
-        rep = build_map(args.logs, args.out, config=config, models_dir=args.models, overwrite=args.overwrite,
-                        progress=sys.stderr.isatty(), use_vnm=not args.no_vnm, engine=engine)
+        rep = build_map(args.logs, args.out, config=config, models_dir=models_dir, overwrite=args.overwrite,
+                        progress=sys.stderr.isatty(), use_vnm=not args.no_vnm, engine=engine,
+                        require_models=args.require_models)
+    except ModelMissing as exc:  # --require-models (before any work)
+        raise UsageError(f"--require-models: {exc} (give --models DIR; the SIM-ONLY stand-ins for the "
+                         f"simulated world: --models {SIM_MODELS})") from exc
     except (LogFormatError, FileExistsError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
     d = rep.as_dict()
+    d["models_dir"] = str(models_dir)
+    hint = (f"to build with models: --models DIR (the SIM-ONLY stand-ins for the simulated world: --models "
+            f"{SIM_MODELS}); --require-models makes a missing model an error")
     if args.json:
         print(json.dumps(d, indent=2))
+        if d["fallbacks"]:
+            print(f"robot-app map build: built without models in {models_dir} (see \"fallbacks\"); {hint}",
+                  file=sys.stderr)
         return 0
     print(f"built {args.out}: {d['nodes']} nodes, edges {d['edges']}, {d['components']} component(s)")
     print(f"  distances: {d['distance_source']}; {d['candidate_pairs']} candidate pairs, "
@@ -190,6 +210,13 @@ def _build(args, config) -> int:
         rate = d["vnm_evaluations"] / d["phase_s"]["distances"] if d["phase_s"].get("distances") else 0.0
         print(f"  ray ({eng.get('address')}): {eng.get('workers')} workers; worker time {busy}; "
               f"{rate:.1f} VNM pairs/s")
+    if args.no_vnm:
+        print("  GPS edges (--no-vnm)")
+    if d["fallbacks"]:
+        print(f"  fallbacks (models directory {models_dir}):")
+        for line in d["fallbacks"]:
+            print(f"    {line}")
+        print(f"  {hint}")
     return 0
 
 

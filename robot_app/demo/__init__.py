@@ -10,5 +10,6 @@
 6. the report: JSON, PNG, HTML (:mod:`robot_app.demo.report`).
 
 :mod:`robot_app.demo.runner` runs the stages; :mod:`robot_app.demo.scenario` holds each world's route
-and default instruction. Needs the ``sim`` extra (pybullet).
+and default instruction (hand-picked for the shipped worlds, derived for any other from a start with a
+GPS fix and a junction of its paths, :mod:`robot_app.demo.routes`). Needs the ``sim`` extra (pybullet).
 """

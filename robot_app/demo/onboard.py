@@ -29,6 +29,7 @@ from core.control import polyline_distance
 from core.metrics import planning_efficiency
 from firmware_bridge.sim.devices import SimulatedDevices
 from robot_app.config import _toml_value, config_from_mapping, package_path_of
+from robot_app.demo.routes import dropout_zone_at, no_gps_fix_message
 from robot_app.demo.scenario import TASK_GOAL, TASK_START
 from robot_app.demo.stages import StageFailed
 from robot_app.demo.truth import path_length_m
@@ -142,8 +143,10 @@ async def run_onboard(ctx, stages) -> None:
     from robot_app.sim.camera import set_active_plant
 
     cfg = ctx.config
-    (x0, y0), (x1, y1) = ctx.scenario.route[0], ctx.scenario.route[1]
-    plant = WorldPlant(ctx.world, start=(x0, y0, math.atan2(y1 - y0, x1 - x0)), robot_radius_m=cfg.sim.robot_radius_m,
+    x0, y0, yaw0 = ctx.scenario.start
+    if dropout_zone_at(ctx.world, x0, y0) is not None:  # the app would wait for a fix that never comes
+        raise StageFailed(no_gps_fix_message(ctx.world, x0, y0))
+    plant = WorldPlant(ctx.world, start=(x0, y0, yaw0), robot_radius_m=cfg.sim.robot_radius_m,
                        wheel_radius_m=cfg.robot.wheel_radius_m, wheel_separation_m=cfg.robot.wheel_separation_m)
     set_active_plant(plant)
     try:
@@ -155,7 +158,7 @@ async def run_onboard(ctx, stages) -> None:
                 ctx.app_models = dict(app.models)
                 app_task = asyncio.ensure_future(app.run())
                 try:
-                    url = await _wait_ready(app, app_task)
+                    url = await _wait_ready(app, app_task, world=ctx.world, start_xy=(x0, y0))
                     # the demo is the operator at the touchscreen: its requests carry the session token
                     async with aiohttp.ClientSession(headers={"X-Robot-Token": app.ui_token}) as http:
                         with PathRecorder(plant) as path:
@@ -171,17 +174,40 @@ async def run_onboard(ctx, stages) -> None:
         set_active_plant(None)
 
 
-async def _wait_ready(app, app_task, timeout_s: float = 60.0) -> str:
+#: how long (s) the demo waits for the first GPS fix once everything else of the app is up
+GPS_FIX_TIMEOUT_S = 20.0
 
-    t_end = time.monotonic() + timeout_s
-    while time.monotonic() < t_end:
+
+async def _wait_ready(app, app_task, *, world, start_xy: tuple, timeout_s: float = 60.0,
+                      fix_timeout_s: float = GPS_FIX_TIMEOUT_S) -> str:
+    """The touchscreen's URL once the app has its UI port, the MCU link, a GPS fix and a camera frame.
+
+    Raises
+    ------
+    StageFailed
+        One line: the app exited; ``no GPS fix at the start ...`` (naming the dropout zone the start
+        ``start_xy`` (x, y) m ENU lies in, if any) when only the fix is missing ``fix_timeout_s`` s after
+        the start, or at ``timeout_s``; else what was still missing at ``timeout_s``.
+    """
+    t0 = time.monotonic()
+    missing: list[str] = []
+    while time.monotonic() - t0 < timeout_s:
         if app_task.done():
             raise StageFailed(f"the onboard app exited early (status {app_task.result()})")
         st = app.status_dict()
-        if app.ui.port and st["mcu_link"] and st["gps"] is not None and app.camera.latest is not None:
+        missing = [what for what, ok in (("the touchscreen server", bool(app.ui.port)),
+                                         ("the MCU link", bool(st["mcu_link"])),
+                                         ("a GPS fix", st["gps"] is not None),
+                                         ("a camera frame", app.camera.latest is not None)) if not ok]
+        if not missing:
             return f"http://127.0.0.1:{app.ui.port}"
+        if missing == ["a GPS fix"] and time.monotonic() - t0 > fix_timeout_s:
+            break
         await asyncio.sleep(0.2)
-    raise StageFailed(f"the onboard app did not come up within {timeout_s:.0f} s: {app.status_dict()}")
+    if "a GPS fix" in missing:
+        raise StageFailed(no_gps_fix_message(world, *start_xy, waited_s=time.monotonic() - t0))
+    raise StageFailed(f"the onboard app did not come up within {timeout_s:.0f} s: still waiting for "
+                      f"{', '.join(missing)}")
 
 
 async def _post(http, url: str, body: dict | None = None) -> dict:

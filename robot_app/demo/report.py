@@ -56,7 +56,9 @@ def write_json(ctx, summ: dict, records: dict) -> Path:
     doc = {"summary": summ, "stages": records,
            "driven_xy_m": [] if ctx.driven is None else ctx.driven.xy, "driven_marks": getattr(ctx.driven, "marks", {}),
            "models": {"dir": str(ctx.models_dir), "app": ctx.app_models},
-           "route_xy_m": [list(p) for p in ctx.scenario.route]}
+           "route_xy_m": [list(p) for p in ctx.scenario.route],
+           "start": {"xy_m": list(ctx.scenario.start[:2]), "yaw_rad": ctx.scenario.start[2],
+                     "chosen": ctx.scenario.start_note or "hand-picked with the world's scenario"}}
     path = ctx.out / "report.json"
     tmp = path.with_suffix(".json.partial")
     tmp.write_text(json.dumps(doc, indent=1, default=_jsonable), encoding="utf-8")

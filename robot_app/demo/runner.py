@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from robot_app.demo import offline, onboard, report
-from robot_app.demo.scenario import DemoInputError, scenario_for
+from robot_app.demo.scenario import DemoInputError, check_start, scenario_for
 from robot_app.demo.stages import STAGES, TITLES, StageFailed  # noqa: F401 - re-exported
 from robot_app.sim import SIM_VNM_NAV, model_clip_crops, tuned_planner
 from robot_app.sim.world import WorldError, load_world
@@ -153,6 +153,8 @@ def run_demo(ctx: DemoContext, *, announce: Callable[[str], None] = _stderr) -> 
     parsed = offline.check_instruction(ctx)
     announce(f"robot-app demo: world {ctx.world.name}, instruction {ctx.scenario.instruction!r} -> "
              f"landmarks {parsed['landmarks']} ({parsed['parser']} parser); models {ctx.models_dir}")
+    if ctx.scenario.start_note:
+        announce(f"robot-app demo: {ctx.scenario.start_note}")
     st = Stages(announce)
     ok = st.run("explore", offline.explore, ctx) and st.run("map", offline.build, ctx)
     if ok:
@@ -188,13 +190,15 @@ def context_for(*, world: str, instruction: str | None, out: str | Path, seed: i
     Raises
     ------
     robot_app.demo.scenario.DemoInputError
-        Unknown world, or a models folder that does not exist.
+        Unknown world, a world without a route the demo can drive from a start with a GPS fix
+        (:func:`robot_app.demo.scenario.scenario_for`), or a models folder that does not exist.
     """
     try:
         w = load_world(world)
     except WorldError as exc:
         raise DemoInputError(str(exc)) from exc
     sc = scenario_for(w, quick=quick, instruction=instruction)
+    check_start(w, sc)
     models_dir = Path(models) if models else shipped_models_dir()
     if not models_dir.is_dir():
         raise DemoInputError(f"--models {models_dir}: no such folder (the sim stand-in models ship in "

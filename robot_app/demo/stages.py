@@ -1,5 +1,5 @@
-"""The demo's stages, their titles and the failure a stage raises: the leaf every stage module imports
-(:mod:`robot_app.demo.runner` runs them in this order)."""
+"""The demo's stages, their titles, the failure a stage raises and the refusal of bad input: the leaf every
+demo module imports (:mod:`robot_app.demo.runner` runs the stages in this order)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,11 @@ TITLES = {"explore": "scripted exploration, recording", "map": "building the map
           "plan": "instruction -> landmarks -> grounding -> walk",
           "drive": "the onboard app drives the walk (operator: plan, go)",
           "task": "LASP task job with a closed gate", "report": "writing the report"}
+
+
+class DemoInputError(ValueError):
+    """The demo's input cannot be used (unknown world, an instruction naming what the world lacks, a world
+    without a start that has a GPS fix); raised before any stage runs (the command exits 2)."""
 
 
 class StageFailed(RuntimeError):

@@ -54,6 +54,8 @@ class BuildReport:
     components: int = 0
     distance_source: str = ""
     clip_model: str | None = None
+    #: what the build did without a model, one line each (no VNM: GPS edges; no CLIP: no image embeddings)
+    fallbacks: list = field(default_factory=list)
     phase_s: dict = field(default_factory=dict)
     engine: dict = field(default_factory=lambda: {"name": "local"})  # engine summary (workers, time)
 
@@ -211,6 +213,40 @@ def _open_optional(factory_path: str, models_dir: Path, config, what: str):
         return None
 
 
+#: what a map built without each model lacks (the build's summary and ``BuildReport.fallbacks``)
+FALLBACKS = {
+    "vnm": "no VNM: edges from GPS distance at {speed} m/s ([mapping] nominal_speed_mps; LM-Nav's GPS ablation)",
+    "clip": "no CLIP: no image embeddings, landmarks cannot be grounded in this map",
+}
+
+
+def missing_models(models_dir: str | Path, config, *, use_vnm: bool = True, use_clip: bool = True) -> dict[str, str]:
+    """The models a build would use that are not installed in ``models_dir``: ``{"vnm"|"clip": file names}``
+    (empty when both are there). Only the files and their sidecars are looked at (no hashing, no session):
+    a model that is there but broken still fails when the build opens it."""
+    from models.sidecar import ModelMissing, read_sidecar
+
+    mc = config.models
+    wanted = {}
+    if use_vnm:
+        wanted["vnm"] = [(mc.vnm_file, "vnm")]
+    if use_clip:
+        wanted["clip"] = [(mc.clip_image_file, "clip-image"), (mc.clip_text_file, "clip-text")]
+    out = {}
+    for what, files in wanted.items():
+        absent = []
+        for name, kind in files:
+            try:
+                read_sidecar(Path(models_dir) / name, kind=kind, verify=False)
+            except ModelMissing:
+                absent.append(name)
+            except Exception:  # noqa: BLE001 - there but unreadable: the build's open names the problem
+                pass
+        if absent:
+            out[what] = ", ".join(absent)
+    return out
+
+
 class LocalEngine:
     """Runs every stage of the build in this process (the default engine; the one the robot runs).
 
@@ -278,8 +314,14 @@ def build_map(
     use_vnm: bool = True,
     use_clip: bool = True,
     engine=None,
+    require_models: bool = False,
 ) -> BuildReport:
     """Build a map file from traversal logs. Returns the build report.
+
+    ``models_dir`` (default ``[paths] models_dir``) holds the VNM and CLIP. Without a VNM (or with
+    ``use_vnm=False``) edges come from GPS distance; without CLIP the map has images but no embeddings;
+    each fallback is a line of ``BuildReport.fallbacks``. ``require_models=True`` refuses to fall back
+    (checked before any work).
 
     ``engine`` runs the heavy stages (log reading, node selection, VNM pairs, node images): None or
     :class:`LocalEngine` in this process, ``robot_app.mapping.map_build_ray.RayEngine`` on a Ray cluster;
@@ -294,10 +336,19 @@ def build_map(
         No log has frames with GPS fixes; ``out`` is a folder or in a missing folder.
     FileExistsError
         ``out`` exists and ``overwrite`` is False.
+    models.sidecar.ModelMissing
+        ``require_models`` and a model the build would use is not installed (one line naming the
+        models and the folder).
     """
     out = check_out_path(out, overwrite=overwrite)
-    engine = engine if engine is not None else LocalEngine()
     models_dir = Path(models_dir or config.paths.models_dir)
+    if require_models:
+        missing = missing_models(models_dir, config, use_vnm=use_vnm, use_clip=use_clip)
+        if missing:
+            from models.sidecar import ModelMissing
+
+            raise ModelMissing(", ".join(f"no {k.upper()} ({v})" for k, v in missing.items()) + f" in {models_dir}")
+    engine = engine if engine is not None else LocalEngine()
     engine.start(config=config, models_dir=models_dir)
     try:
         report = _build(engine, log_dirs, out, config=config, models_dir=models_dir, overwrite=overwrite,
@@ -343,6 +394,8 @@ def _build(engine, log_dirs, out: Path, *, config, models_dir: Path, overwrite: 
         dist = gps_d / m_per_step
         tau = mc.gps_link_m / m_per_step
         source, report.distance_source = "gps", f"gps fallback ({mc.nominal_speed_mps} m/s nominal speed)"
+        if use_vnm:
+            report.fallbacks.append(FALLBACKS["vnm"].format(speed=mc.nominal_speed_mps))
     decision = gb.decide_pairs(dist, gps_d, tau_steps=tau, eta_m=mc.eta_m)
     report.rejected_wormholes, report.rejected_far = decision.wormholes, decision.too_far
     report.phase_s["distances"] = time.perf_counter() - t2
@@ -355,6 +408,8 @@ def _build(engine, log_dirs, out: Path, *, config, models_dir: Path, overwrite: 
     t4 = time.perf_counter()
     clip = _open_optional("models.clip:open_clip_model", models_dir, config, "CLIP") if use_clip else None
     report.clip_model = getattr(clip, "model_id", None) if clip is not None else None
+    if clip is None and use_clip:
+        report.fallbacks.append(FALLBACKS["clip"])
     meta = _build_metadata(log_dirs, mc, tau=tau, frame_rate=frame_rate, report=report, vnm=vnm)
     with MapWriter.create(out, metadata=meta, overwrite=overwrite) as writer:
         writer.add_nodes(timestamp_s=nodes.t_s, lat_deg=nodes.lat_deg, lon_deg=nodes.lon_deg,

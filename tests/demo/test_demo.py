@@ -199,6 +199,17 @@ def test_unknown_world_is_a_usage_error(tmp_path, capsys):
     assert "atlantis" in capsys.readouterr().err
 
 
+def test_a_world_without_a_start_with_gps_is_a_usage_error(tmp_path, capsys):
+    from robot_app.sim.world import shipped_worlds
+
+    text = shipped_worlds()["campus"].read_text() + "\n[[gps_dropouts]]\ncenter = [0.0, 0.0]\nradius_m = 300.0\n"
+    (tmp_path / "dark.toml").write_text(text)
+    assert main(["demo", "--world", str(tmp_path / "dark.toml"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "no start with a GPS fix" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o" / "explore-log").exists()
+
+
 def test_instruction_naming_what_the_world_lacks_is_refused_before_any_work(tmp_path, capsys):
     models = tmp_path / "models"
     models.mkdir()
@@ -212,6 +223,15 @@ def test_instruction_naming_what_the_world_lacks_is_refused_before_any_work(tmp_
 def test_missing_models_folder_and_bad_seed(tmp_path, capsys):
     assert main(["demo", "--models", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
     assert "no such folder" in capsys.readouterr().err
+    # the package: form: resolved, or one line naming the flag
+    assert main(["demo", "--models", "package:robot_app/data/models/nope", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("robot-app: error: --models: ") and "does not exist in the installed package" in err
+    assert len(err.strip().splitlines()) == 1
+    rc = main(["demo", "--models", "package:robot_app/data/models/sim", "--out", str(tmp_path / "o"),
+               "--instruction", "Go past the stop sign and stop at the purple elephant."])
+    err = capsys.readouterr().err
+    assert rc == 2 and "purple elephant" in err and "--models" not in err  # the shipped models were found
     assert main(["demo", "--seed", "-1", "--out", str(tmp_path / "o")]) == 2
 
 

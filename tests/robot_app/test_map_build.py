@@ -98,6 +98,61 @@ def test_cli_map_build_info_plot(tmp_path, crossing_logs, capsys):
     assert "not a traversal log" in capsys.readouterr().err
 
 
+def test_cli_map_build_says_which_fallbacks_it_used(tmp_path, crossing_logs, capsys):
+    """No models installed: the map is built (GPS edges, no embeddings) and the summary says so and how to use
+    the shipped SIM-ONLY models; --require-models refuses instead (one line, exit 2, nothing written)."""
+    conf = tmp_path / "c.toml"
+    conf.write_text(f'[paths]\nmodels_dir = "{tmp_path / "none"}"\n')
+    logs = [str(d) for d in crossing_logs]
+    assert main(["--config", str(conf), "map", "build", *logs, "--out", str(tmp_path / "m.map")]) == 0
+    out = capsys.readouterr().out
+    assert f"fallbacks (models directory {tmp_path / 'none'}):" in out
+    assert "no VNM: edges from GPS distance at 1.0 m/s" in out
+    assert "no CLIP: no image embeddings, landmarks cannot be grounded in this map" in out
+    assert "--models package:robot_app/data/models/sim" in out and "--require-models" in out
+    assert main(["--config", str(conf), "map", "build", *logs, "--out", str(tmp_path / "j.map"), "--json"]) == 0
+    got = capsys.readouterr()
+    rep = json.loads(got.out)
+    assert [f.split(":")[0] for f in rep["fallbacks"]] == ["no VNM", "no CLIP"]
+    assert rep["models_dir"] == str(tmp_path / "none") and "--require-models" in got.err
+    # --no-vnm: GPS edges asked for, not a fallback
+    assert main(["--config", str(conf), "map", "build", *logs, "--out", str(tmp_path / "g.map"), "--no-vnm",
+                 "--json"]) == 0
+    assert [f.split(":")[0] for f in json.loads(capsys.readouterr().out)["fallbacks"]] == ["no CLIP"]
+    # --require-models: refused before any work
+    for extra, named in (([], "no VNM (vnm.onnx), no CLIP (clip-image.onnx, clip-text.onnx)"),
+                         (["--no-vnm"], "no CLIP (clip-image.onnx, clip-text.onnx)")):
+        rc = main(["--config", str(conf), "map", "build", *logs, "--out", str(tmp_path / "r.map"),
+                   "--require-models", *extra])
+        err = capsys.readouterr().err
+        assert rc == 2 and len(err.strip().splitlines()) == 1, err
+        assert f"--require-models: {named} in {tmp_path / 'none'}" in err and "package:robot_app/data/models/sim" in err
+        assert not (tmp_path / "r.map").exists()
+    # an explicit --models that is not a folder is an error, not a silent fallback
+    assert main(["map", "build", *logs, "--out", str(tmp_path / "r.map"), "--models", str(tmp_path / "nope")]) == 2
+    assert "--models " in capsys.readouterr().err and not (tmp_path / "r.map").exists()
+
+
+def test_cli_map_build_takes_the_shipped_models_in_the_package_form(tmp_path, crossing_logs, capsys):
+    """``--models package:robot_app/data/models/sim`` (the form of the config robot-app demo writes)."""
+    from robot_app.sim import shipped_models_dir
+
+    if not (shipped_models_dir() / "vnm.onnx").is_file():
+        pytest.skip("the sim stand-in models are not shipped in this checkout")
+    logs = [str(d) for d in crossing_logs]
+    assert main(["map", "build", *logs, "--out", str(tmp_path / "m.map"), "--models",
+                 "package:robot_app/data/models/sim", "--require-models", "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["distance_source"].startswith("vnm (") and rep["clip_model"] and rep["fallbacks"] == []
+    assert rep["models_dir"] == str(shipped_models_dir().resolve())
+    with open_map(tmp_path / "m.map") as m:
+        assert m.embedding_models() == [rep["clip_model"]]
+    rc = main(["map", "build", *logs, "--out", str(tmp_path / "x.map"), "--models", "package:robot_app/data/nope"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and err.startswith("robot-app: error: --models: ")
+    assert "'package:robot_app/data/nope'" in err and "does not exist in the installed package" in err
+
+
 def test_node_spacing_follows_odometry_not_gps_noise(tmp_path):
     write_synthetic_log(tmp_path / "clean", [(0, 0), (90, 0)], seed=1)
     write_synthetic_log(tmp_path / "noisy", [(0, 0), (90, 0)], seed=1, gps_noise_m=2.0, odometry=True)

@@ -390,6 +390,8 @@ def test_cli_refuses_bad_input(tmp_path, capsys):
     assert "--alpha -1" in capsys.readouterr().err
     assert main(["eval", "sim", "--world", "campus", "--models", str(tmp_path / "none")]) == 2
     assert "no such folder" in capsys.readouterr().err
+    assert main(["eval", "sim", "--world", "campus", "--models", "package:robot_app/data/models/none"]) == 2
+    assert capsys.readouterr().err.startswith("robot-app: error: --models: 'package:robot_app/data/models/none'")
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     assert main(["eval", "sim", "--world", "campus", "--instructions", str(bad), "--models", str(tmp_path),

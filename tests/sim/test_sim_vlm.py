@@ -134,6 +134,11 @@ def test_models_info_says_sim_only(capsys):
     assert main(["models", "info", "--models", str(shipped_models_dir())]) in (0, 1)
     out = capsys.readouterr().out
     assert "clip-image.onnx" in out and "SIM-ONLY" in out
+    # the package: form of a config written by robot-app demo, on the command line too
+    assert main(["models", "info", "--models", "package:robot_app/data/models/sim", "--json"]) in (0, 1)
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["models_dir"] == str(shipped_models_dir().resolve())
+    assert any(r["file"] == "clip-image.onnx" for r in doc["models"])
 
 
 def test_labels_follow_the_geometry():
