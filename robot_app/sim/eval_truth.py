@@ -158,7 +158,7 @@ def landmark_nodes(world: World, name: str, xy: np.ndarray, yaw: np.ndarray, *,
             raise KeyError(f"world {world.name!r} has no building or object {name!r}")
         pts = np.array([obj.at], dtype=np.float64)
         view_m = min(params.object_view_max_m,
-                     max(params.object_view_m, params.object_view_per_size * object_size_m(obj.category)))
+                     max(params.object_view_m, params.object_view_per_size * object_size_m(obj.category) * obj.scale))
         near = np.hypot(xy[:, 0] - obj.at[0], xy[:, 1] - obj.at[1]) <= params.object_near_m
     rel = pts[None, :, :] - xy[:, None, :]
     dist = np.linalg.norm(rel, axis=2)
