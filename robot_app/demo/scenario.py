@@ -103,7 +103,9 @@ def scenario_for(world, *, quick: bool = False, instruction: str | None = None) 
 def derive_scenario(world, *, quick: bool = False) -> Scenario:
     """A scenario for any world: its first path (the first 70 m when ``quick``), and an instruction
     naming categories that occur once near that path, in driving order, the last one at least 20 m
-    before the route's end (room for the task job's places).
+    before the route's end (room for the task job's places). Where the first path has too few such
+    landmarks and the world has an ``[exploration] route`` (generated worlds,
+    :mod:`robot_app.sim.worldgen`), the first stretch of that route, from one of its waypoints, that has them.
 
     Raises
     ------
@@ -112,7 +114,18 @@ def derive_scenario(world, *, quick: bool = False) -> Scenario:
     """
     if not world.paths:
         raise DemoInputError(f"world {world.name!r} has no path to explore")
-    pts = np.asarray(world.paths[0].points, dtype=np.float64)
+    route = list(getattr(world, "exploration_route", ()))
+    for pts in [world.paths[0].points] + [route[k:] for k in range(len(route) - 1)]:
+        sc = _scenario_along(world, np.asarray(pts, dtype=np.float64), quick)
+        if sc is not None:
+            return sc
+    raise DemoInputError(f"world {world.name!r}: fewer than two distinct landmarks near the path "
+                         f"{world.paths[0].name!r}" + (" or along its exploration route" if route else "")
+                         + "; give --instruction")
+
+
+def _scenario_along(world, pts: np.ndarray, quick: bool) -> Scenario | None:
+    """:func:`derive_scenario`'s scenario along the polyline ``pts`` (m ENU), or None."""
     seg = np.linalg.norm(np.diff(pts, axis=0), axis=1)
     s = np.concatenate([[0.0], np.cumsum(seg)])
     length = min(float(s[-1]), 70.0 if quick else 200.0)
@@ -130,8 +143,7 @@ def derive_scenario(world, *, quick: bool = False) -> Scenario:
             last_s = arc
     picked = picked[:2] if quick else picked[:3]
     if len(picked) < 2:
-        raise DemoInputError(f"world {world.name!r}: fewer than two distinct landmarks near the path "
-                             f"{world.paths[0].name!r}; give --instruction")
+        return None
     text = f"Go past the {picked[0]}" + "".join(f", then find the {c}" for c in picked[1:-1]) + \
         f", and stop at the {picked[-1]}."
     return Scenario(world.name, tuple(map(tuple, route.tolist())), text)
