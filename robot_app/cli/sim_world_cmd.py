@@ -183,7 +183,10 @@ def _generate(args, config) -> int:
     if args.instructions is not None:
         from robot_app.sim.worldgen_instructions import generate_instructions, write_instructions
 
-        doc = generate_instructions(gen.world, args.seed, n=args.n)
+        try:
+            doc = generate_instructions(gen.world, args.seed, n=args.n)
+        except ValueError as exc:
+            raise UsageError(f"--instructions {args.instructions}: {exc}") from exc
     try:
         write_text(args.out, gen.text, overwrite=args.overwrite)
         if doc is not None:

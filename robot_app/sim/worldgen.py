@@ -211,8 +211,7 @@ def _place_building(rng, site: _Site, category: str, placed: list, near=None) ->
              "size_m": [round(length, 1), round(depth, 1), round(height, 1)],
              "yaw_deg": round(math.degrees(math.atan2(t[1], t[0])) + rng.uniform(-4.0, 4.0), 1)}
         outline = _rect_outline(b)
-        if not all(site.inside(q, 0.0) for q in outline[:: max(1, len(outline) // 16)]) \
-                or np.any(np.abs(outline) > np.array(site.half) - 1.0):
+        if np.any(np.abs(outline) > np.array(site.half) - 1.0):  # inside the extent
             continue
         if np.any(_rect_dist(site.samples, b) < site.sample_w / 2 + 3.0):
             continue
@@ -311,6 +310,8 @@ def _draw(rng: np.random.Generator, name: str, layout: str | None) -> tuple[str,
     start = route[0]
     yaw0 = math.degrees(math.atan2(route[1][1] - start[1], route[1][0] - start[0]))
     site = _Site(graph, paths, ext)
+    if not site.edges:
+        raise _Retry
 
     buildings: list = []
     for k in rng.permutation(len(BUILDING_COLOURS)):  # every category once
