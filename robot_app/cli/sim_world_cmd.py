@@ -1,4 +1,7 @@
-"""``robot-app sim worlds|check|render|record|run`` and ``robot-app bench sim``: the simulated world.
+"""``robot-app sim worlds|check|generate|render|record|run`` and ``robot-app bench sim``: the simulated world.
+
+``sim generate`` writes a world generated from a seed (:mod:`robot_app.sim.worldgen`) and, with
+``--instructions``, an instruction set for it (:mod:`robot_app.sim.worldgen_instructions`).
 
 ``sim run`` is the whole closed loop in one process: the device simulators on virtual serial ports,
 moved by the world plant, and the onboard app connected to those ports with the ``sim`` camera, at
@@ -10,6 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import os
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +31,24 @@ def register(sub, groups) -> None:
     p.add_argument("world", help="world .toml file or shipped world name")
     p.set_defaults(func=_check)
 
+    p = s.add_parser("generate", help="write a world generated from a seed (and its instruction set)",
+                     description="Generate a world from a seed: streets (grid, ring or curved layout with "
+                                 "junctions, loops and cul-de-sacs), every building and object category of the "
+                                 "catalogue beside them with repeats and look-alike distractors, GPS dropout "
+                                 "zones, a look ([render]) and an exploration route over every street "
+                                 "([exploration]). The same seed gives the same file.")
+    p.add_argument("--seed", type=int, required=True,
+                   help="seed >= 0 (named ranges: train 1000-1999, dev 2000-2099, test 3000-3099)")
+    p.add_argument("--out", required=True, help="world .toml file to write")
+    p.add_argument("--name", default=None, help="the world's name (default gen-SEED)")
+    p.add_argument("--layout", default=None, help="grid, ring or curves instead of the seed's choice")
+    p.add_argument("--instructions", default=None, metavar="FILE",
+                   help="also write an instruction set for the world (the eval sim format) to FILE")
+    p.add_argument("--n", type=int, default=20, help="instructions in that set (default 20)")
+    p.add_argument("--overwrite", action="store_true", help="replace existing files")
+    p.add_argument("--json", action="store_true", help="print a summary as JSON")
+    p.set_defaults(func=_generate)
+
     p = s.add_parser("render", help="render one first-person frame of a world to an image file",
                      description="Render the view from a pose (x, y in metres ENU of the world's anchor, yaw in "
                                  "degrees CCW from east) with pybullet's CPU TinyRenderer.")
@@ -39,8 +63,9 @@ def register(sub, groups) -> None:
                                  "the simulation clock, rendering frames at --rate; writes a traversal log "
                                  "(frames, GPS with noise and dropouts, IMU, odometry, commands, collisions).")
     p.add_argument("--world", default=None, help="shipped world name or .toml file (default: [sim] world)")
-    p.add_argument("--route", required=True,
-                   help="path names joined by '+' (e.g. 'main+east loop'), or waypoints 'x,y;x,y;...' in metres")
+    p.add_argument("--route", default=None,
+                   help="path names joined by '+' (e.g. 'main+east loop'), or waypoints 'x,y;x,y;...' in metres "
+                        "(default: the world's [exploration] route)")
     p.add_argument("--out", required=True, help="traversal log folder to write")
     p.add_argument("--rate", type=float, default=None, help="frame rate, Hz (default: [mapping] frame_rate_hz)")
     p.add_argument("--speed", type=float, default=1.0, help="driving speed, m/s (default 1.0)")
@@ -131,6 +156,62 @@ def _check(args, config) -> int:
     return 0
 
 
+def _generate(args, config) -> int:
+    from robot_app.errors import UsageError
+    from robot_app.sim.worldgen import LAYOUTS, generate, split_of, write_text
+
+    if args.seed < 0:
+        raise UsageError(f"--seed: expected an integer >= 0, got {args.seed}")
+    if args.layout is not None and args.layout not in LAYOUTS:
+        raise UsageError(f"--layout: expected one of {', '.join(LAYOUTS)}, got {args.layout!r}")
+    if not 1 <= args.n <= 500:
+        raise UsageError(f"--n: expected 1-500, got {args.n}")
+    for flag, path in (("--out", args.out), ("--instructions", args.instructions)):
+        if path is None:
+            continue
+        if Path(path).exists() and not args.overwrite:
+            raise UsageError(f"{flag} {path}: exists (give --overwrite to replace it)")
+        folder = Path(path).parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            why = "no such folder" if not folder.is_dir() else "the folder is not writable"
+            raise UsageError(f"{flag} {path}: cannot write: {why}")
+    try:
+        gen = generate(args.seed, name=args.name, layout=args.layout)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    doc = None
+    if args.instructions is not None:
+        from robot_app.sim.worldgen_instructions import generate_instructions, write_instructions
+
+        try:
+            doc = generate_instructions(gen.world, args.seed, n=args.n)
+        except ValueError as exc:
+            raise UsageError(f"--instructions {args.instructions}: {exc}") from exc
+    try:
+        write_text(args.out, gen.text, overwrite=args.overwrite)
+        if doc is not None:
+            write_instructions(args.instructions, doc, overwrite=args.overwrite)
+    except OSError as exc:
+        bad = args.instructions if Path(args.out).is_file() and doc is not None else args.out
+        raise UsageError(f"{bad}: cannot write: {exc.strerror or exc}") from exc
+    w = gen.world
+    route = w.exploration_route
+    out = {"world": args.out, "name": w.name, "seed": args.seed, "split": split_of(args.seed), "layout": gen.layout,
+           "paths": len(w.paths), "junctions": len(gen.graph.junctions()), "buildings": len(w.buildings),
+           "objects": len(w.objects), "gps_dropouts": len(w.gps_dropouts),
+           "exploration_m": round(sum(math.dist(a, b) for a, b in zip(route, route[1:])), 1),
+           "instructions": args.instructions, "n_instructions": len(doc["instructions"]) if doc else 0}
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print(f"{args.out}: world {w.name!r} (seed {args.seed}, {out['split'] or 'no named split'}, {gen.layout} "
+              f"layout): {out['paths']} paths, {out['junctions']} junctions, {out['buildings']} buildings, "
+              f"{out['objects']} objects, {out['gps_dropouts']} GPS dropout zones, exploration route "
+              f"{out['exploration_m']:g} m"
+              + (f"; {out['n_instructions']} instructions in {args.instructions}" if doc else ""))
+    return 0
+
+
 def _render(args, config) -> int:
     import math
 
@@ -181,13 +262,17 @@ def _record(args, config) -> int:
     w = _load(args.world, config)
     width, height = _size(args.size, config)
     rate = args.rate or config.mapping.frame_rate_hz
+    if args.route is None and not w.exploration_route:
+        raise UsageError(f"--route: world {w.name!r} has no [exploration] route; give --route")
+    route = _route(args.route) if args.route is not None else [list(p) for p in w.exploration_route]
     try:
-        rep = record_exploration(w, _route(args.route), args.out, rate_hz=rate, speed_mps=args.speed,
+        rep = record_exploration(w, route, args.out, rate_hz=rate, speed_mps=args.speed,
                                  seed=config.sim.seed if args.seed is None else args.seed, width=width, height=height,
                                  hfov_deg=config.sim.hfov_deg, gps_noise_m=config.sim.gps_noise_m,
                                  jpeg_quality=config.camera.jpeg_quality, robot_radius_m=config.sim.robot_radius_m)
     except ValueError as exc:
-        raise UsageError(f"--route {args.route}: {exc}") from exc
+        where = args.route if args.route is not None else "(the world's [exploration] route)"
+        raise UsageError(f"--route {where}: {exc}") from exc
     out = {"log": args.out, "world": w.name, "frames": rep.frames, "gps_fixes": rep.gps_fixes,
            "sim_time_s": round(rep.sim_time_s, 2), "distance_m": round(rep.distance_m, 2),
            "reached_end": rep.reached_end, "wall_s": round(rep.wall_s, 2), "speedup": round(rep.speedup, 1),

@@ -11,7 +11,7 @@ simulation, not the noisy GPS), is
 These rules play the part of LM-Nav's human labels (Shah et al., CoRL 2022, Sec. 5: a plan succeeds
 when it visits each landmark, in order, at a node where the landmark is). The distances are set for
 the sim camera (90 degree field of view, 160 x 120 frames, focal length 80 px): an object counts from
-``object_view_per_size`` times its largest dimension (about 10 px on the frame), at least
+``object_view_per_size`` times its largest dimension (times its ``scale``; about 10 px on the frame), at least
 ``object_view_m`` and at most ``object_view_max_m`` (a hydrant from 15 m, a stop sign from 20 m, a
 truck, trailer, tree or lamp from 30 m). Node true poses come from the exploration log's odometry, which the simulated
 recorder writes from the world plant's true state (:func:`robot_app.sim.explore.record_exploration`).
@@ -158,7 +158,7 @@ def landmark_nodes(world: World, name: str, xy: np.ndarray, yaw: np.ndarray, *,
             raise KeyError(f"world {world.name!r} has no building or object {name!r}")
         pts = np.array([obj.at], dtype=np.float64)
         view_m = min(params.object_view_max_m,
-                     max(params.object_view_m, params.object_view_per_size * object_size_m(obj.category)))
+                     max(params.object_view_m, params.object_view_per_size * object_size_m(obj.category) * obj.scale))
         near = np.hypot(xy[:, 0] - obj.at[0], xy[:, 1] - obj.at[1]) <= params.object_near_m
     rel = pts[None, :, :] - xy[:, None, :]
     dist = np.linalg.norm(rel, axis=2)

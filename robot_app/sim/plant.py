@@ -5,10 +5,10 @@
 :class:`~firmware_bridge.sim.plant.KinematicPlant` (differential drive, first-order wheels). After each
 step the robot's footprint (a disc of ``robot_radius_m``; Jackal: 508 x 430 mm -> half-diagonal 0.33 m,
 Clearpath Jackal datasheet) is tested against the world's buildings (oriented rectangles) and objects
-(discs of the catalogue's footprint radius; drive-over objects have 0). A step that would end in
-contact is undone: the robot stays at its last free pose, the wheels stop, the IMU sees the bump as a
-deceleration, and a :class:`Collision` is recorded (``collisions``, ``last_collision``). Motion away
-from the obstacle is allowed again on the next step.
+(discs of the catalogue's footprint radius times the object's ``scale``; drive-over objects have 0). A
+step that would end in contact is undone: the robot stays at its last free pose, the wheels stop, the
+IMU sees the bump as a deceleration, and a :class:`Collision` is recorded (``collisions``,
+``last_collision``). Motion away from the obstacle is allowed again on the next step.
 
 :class:`GpsView` is what the separate NMEA receiver sees: the true position plus a first-order
 Gauss-Markov bias and white noise (typical of a consumer L1 receiver: ~1-2 m), and the world's
@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from firmware_bridge.sim.plant import KinematicPlant, PlantState
-from robot_app.sim.world import CATALOGUE, World
+from robot_app.sim.world import World, object_footprint_m
 
 __all__ = ["Collision", "WorldPlant", "GpsView", "obstacle_at"]
 
@@ -57,7 +57,7 @@ def obstacle_at(world: World, x_m: float, y_m: float, radius_m: float) -> tuple 
         if _rect_distance(x_m, y_m, b.center[0], b.center[1], b.yaw_rad, b.size_m[0], b.size_m[1]) < radius_m:
             return b.name, b.category
     for o in world.objects:
-        r = CATALOGUE[o.category].footprint_m
+        r = object_footprint_m(o)
         if r > 0 and math.hypot(x_m - o.at[0], y_m - o.at[1]) < r + radius_m:
             return o.name, o.category
     return None

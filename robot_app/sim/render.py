@@ -3,7 +3,9 @@
 Headless (``p.DIRECT``, no OpenGL, no display): the world's ground, paths, buildings and catalogue
 objects become static visual bodies in a private pybullet client; :meth:`WorldRenderer.render` places a
 pinhole camera at the robot's pose (REP-103: x forward, z up; ``camera_height_m`` above the ground) and
-returns an RGB image. Pixels the scene does not cover (segmentation id -1) get a sky gradient. A small
+returns an RGB image. Pixels the scene does not cover (segmentation id -1) get a sky gradient. The
+ground, path and sky colours and the light come from the world's ``[render]`` table
+(:class:`~robot_app.sim.world.RenderStyle`; its defaults are the shipped worlds' look). A small
 Gaussian sensor noise, seeded by ``(seed, index)``, makes frames deterministic for a given seed and frame
 index and different between seeds.
 
@@ -18,15 +20,12 @@ import math
 
 import numpy as np
 
-from robot_app.sim.world import CATALOGUE, World
+from robot_app.sim.world import World, object_parts
 
 __all__ = ["WorldRenderer", "encode_jpeg"]
 
 log = logging.getLogger(__name__)
 
-_GROUND_RGB = (0.33, 0.5, 0.22)
-_PATH_RGB = (0.62, 0.6, 0.55)
-_SKY_TOP, _SKY_HORIZON = np.array([90.0, 140.0, 215.0]), np.array([200.0, 220.0, 240.0])
 _FLOOR_M = 3.5  # storey height of the dark floor bands on glass buildings
 
 
@@ -97,8 +96,11 @@ class WorldRenderer:
         self._proj = p.computeProjectionMatrixFOV(vfov, aspect, 0.1, far_m, physicsClientId=self._cid)
         self._bodies = 0
         self._build()
+        style = world.render
+        sky_top, sky_horizon = (np.round(np.asarray(c, dtype=np.float64) * 255.0, 6)
+                                for c in (style.sky_top_rgb, style.sky_horizon_rgb))
         rows = np.linspace(0.0, 1.0, self.height)[:, None]
-        self._sky = ((1 - rows) * _SKY_TOP + rows * _SKY_HORIZON)[:, None, :].repeat(self.width, axis=1)
+        self._sky = ((1 - rows) * sky_top + rows * sky_horizon)[:, None, :].repeat(self.width, axis=1)
         log.debug("world %s: %d visual bodies", world.name, self._bodies)
 
     # -- scene ---------------------------------------------------------------------------------
@@ -120,7 +122,7 @@ class WorldRenderer:
     def _build(self) -> None:
         w = self.world
         ex, ey = w.extent_m
-        self._add("box", (ex + 400.0, ey + 400.0, 0.1), (0.0, 0.0, -0.05), 0.0, _GROUND_RGB)
+        self._add("box", (ex + 400.0, ey + 400.0, 0.1), (0.0, 0.0, -0.05), 0.0, w.render.ground_rgb)
         # Each path segment is one flat box, lengthened by half the path's width at both ends so that
         # corners and junctions are covered (square joints). No round caps: TinyRenderer does not clip
         # triangles against the near plane, and a cap's triangle fan under the camera rendered as dark
@@ -130,7 +132,7 @@ class WorldRenderer:
                 length = math.hypot(x1 - x0, y1 - y0)
                 if length > 1e-6:
                     self._add("box", (length + path.width_m, path.width_m, 0.02),
-                              ((x0 + x1) / 2, (y0 + y1) / 2, 0.0), math.atan2(y1 - y0, x1 - x0), _PATH_RGB)
+                              ((x0 + x1) / 2, (y0 + y1) / 2, 0.0), math.atan2(y1 - y0, x1 - x0), w.render.path_rgb)
         for b in w.buildings:
             sx, sy, sz = b.size_m
             self._add("box", b.size_m, (b.center[0], b.center[1], sz / 2), b.yaw_rad, b.rgb)
@@ -140,7 +142,7 @@ class WorldRenderer:
                               b.yaw_rad, (0.2, 0.22, 0.25))
         for o in w.objects:
             c, s = math.cos(o.yaw_rad), math.sin(o.yaw_rad)
-            for part in CATALOGUE[o.category].parts:
+            for part in object_parts(o):
                 dx, dy, z = part.offset
                 pos = (o.at[0] + c * dx - s * dy, o.at[1] + s * dx + c * dy, z)
                 self._add(part.shape, part.size, pos, o.yaw_rad, part.rgb)
@@ -152,12 +154,14 @@ class WorldRenderer:
         ``index`` (the frame number) seeds the sensor noise together with ``seed``.
         """
         p = self._p
+        style = self.world.render
         eye = [x_m, y_m, self.camera_height_m]
         target = [x_m + math.cos(yaw_rad), y_m + math.sin(yaw_rad), self.camera_height_m]
         view = p.computeViewMatrix(eye, target, [0.0, 0.0, 1.0], physicsClientId=self._cid)
         _, _, rgba, _, seg = p.getCameraImage(
             self.width, self.height, view, self._proj, renderer=p.ER_TINY_RENDERER, shadow=0,
-            lightDirection=[0.4, -0.3, 1.0], lightAmbientCoeff=0.55, lightDiffuseCoeff=0.5,
+            lightDirection=list(style.light_direction), lightAmbientCoeff=style.ambient,
+            lightDiffuseCoeff=style.diffuse,
             lightSpecularCoeff=0.05, physicsClientId=self._cid)
         img = np.asarray(rgba, dtype=np.uint8).reshape(self.height, self.width, 4)[:, :, :3].astype(np.float32)
         sky = np.asarray(seg).reshape(self.height, self.width) < 0

@@ -43,7 +43,7 @@ import numpy as np
 from robot_app.mapping.image_prep import centre_crops
 from robot_app.sim.eval_truth import TruthParams, footprint_distance, object_size_m
 from robot_app.sim.render import WorldRenderer
-from robot_app.sim.world import BUILDING_COLOURS, CATALOGUE, Building, World, _point_in_building
+from robot_app.sim.world import BUILDING_COLOURS, CATALOGUE, Building, World, _point_in_building, object_footprint_m
 
 __all__ = ["PHRASES", "CATEGORIES", "CLEAR_PX", "SEEN_RANGE", "BUILDING_SEEN_RANGE", "UNSURE_RANGE", "FAR",
            "FAR_RANGE", "MIN_RAYS", "view_range_m",
@@ -159,6 +159,7 @@ class _Thing:
     height_m: float  # top above the ground
     flat: bool
     footprint_m: float
+    scale: float = 1.0
 
 
 def _object_extent(category: str) -> tuple[float, float]:
@@ -181,7 +182,8 @@ def _things(world: World) -> list[_Thing]:
     out = []
     for o in world.objects:
         w, h = _object_extent(o.category)
-        out.append(_Thing(o.category, o.at[0], o.at[1], w, h, h < 0.1, CATALOGUE[o.category].footprint_m))
+        out.append(_Thing(o.category, o.at[0], o.at[1], w * o.scale, h * o.scale, h < 0.1, object_footprint_m(o),
+                          o.scale))
     return out
 
 
@@ -218,12 +220,13 @@ def _wrap(a: float) -> float:
     return math.atan2(math.sin(a), math.cos(a))
 
 
-def view_range_m(category: str, params: TruthParams = TruthParams()) -> float:
-    """Distance (m) up to which the evaluation's truth counts an object of ``category`` as seen
-    (:func:`robot_app.sim.eval_truth.landmark_nodes`); buildings: ``building_view_m`` from the outline."""
+def view_range_m(category: str, params: TruthParams = TruthParams(), *, scale: float = 1.0) -> float:
+    """Distance (m) up to which the evaluation's truth counts an object of ``category`` (its size times
+    ``scale``) as seen (:func:`robot_app.sim.eval_truth.landmark_nodes`); buildings: ``building_view_m``
+    from the outline."""
     if category in CATALOGUE:
         return min(params.object_view_max_m,
-                   max(params.object_view_m, params.object_view_per_size * object_size_m(category)))
+                   max(params.object_view_m, params.object_view_per_size * object_size_m(category) * scale))
     return params.building_view_m
 
 
@@ -269,7 +272,7 @@ def label_pose(world: World, x_m: float, y_m: float, yaw_rad: float, *, hfov_deg
             continue
         bearing = _wrap(math.atan2(t.y - y_m, t.x - x_m) - yaw_rad)
         ang = math.atan(t.width_m / 2 / dist)
-        reach = view_range_m(t.category, truth)
+        reach = view_range_m(t.category, truth, scale=t.scale)
         if bearing - ang > a_hi or bearing + ang < a_lo or abs(bearing) > math.pi / 2 \
                 or dist > UNSURE_RANGE * reach:
             continue  # fully outside the crop, or far past the truth's range
@@ -399,7 +402,8 @@ def _pose_at(target, rng: np.random.Generator) -> tuple[float, float, float]:
         r = math.hypot(target.size_m[0], target.size_m[1]) / 2 + rng.uniform(3.0, 50.0)
         cx, cy = target.center
     else:
-        r = rng.uniform(max(1.0, target.footprint_m + 0.8), max(3.0, 1.5 * view_range_m(target.category)))
+        reach = view_range_m(target.category, scale=target.scale)
+        r = rng.uniform(max(1.0, target.footprint_m + 0.8), max(3.0, 1.5 * reach))
         cx, cy = target.x, target.y
     phi = rng.uniform(-math.pi, math.pi)
     x, y = cx + r * math.cos(phi), cy + r * math.sin(phi)

@@ -28,14 +28,29 @@ GPS anchor, REP-103; yaw counter-clockwise from east)::
     at = [3.0, 12.0]
     yaw_deg = 0.0
     name = "stop sign by the library"  # optional
+    scale = 1.1                        # optional: size factor of all its parts and its footprint (0.5-2)
+    tint = [1.0, 0.95, 0.95]           # optional: factors (0.5-1.5) on the RGB of every part (clipped to 1)
 
     [[gps_dropouts]]                   # optional: areas without sky view (quality-0 fixes)
     center = [20.0, 30.0]
     radius_m = 10.0
 
+    [exploration]                      # optional: the scripted drive that maps the world (`sim record`)
+    route = [[0.0, -85.0], [0.0, 60.0], [0.0, -85.0]]   # waypoints, m ENU (at least 2 distinct)
+
+    [render]                           # optional: the world's look (defaults: the shipped worlds' look)
+    ground_colour = [0.33, 0.5, 0.22]  # RGB 0-1 of the ground (grass)
+    path_colour = [0.62, 0.6, 0.55]    # RGB 0-1 of the paths
+    sky_top_colour = [0.353, 0.549, 0.843]      # RGB 0-1 at the top of the frame
+    sky_horizon_colour = [0.784, 0.863, 0.941]  # RGB 0-1 at the bottom of the sky
+    light_direction = [0.4, -0.3, 1.0] # towards the light, ENU (any length; z > 0: from above)
+    ambient = 0.55                     # TinyRenderer light coefficients, 0-1
+    diffuse = 0.5
+
 Every landmark (building or object) has a category name and a GPS position (the anchor plus its ENU
 offset). :func:`load_world` rejects anything else with a :class:`WorldError` naming the file and the
-entry (``objects[3] (stop sign): at: ...``). This module needs no renderer (pybullet is imported
+entry (``objects[3] (stop sign): at: ...``). Worlds generated from a seed (:mod:`robot_app.sim.worldgen`)
+use every optional table and key. This module needs no renderer (pybullet is imported
 only by :mod:`robot_app.sim.render`).
 """
 
@@ -52,8 +67,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on the robot's Python 3.10
     import tomli as tomllib
 
-__all__ = ["WorldError", "Part", "CATALOGUE", "Building", "WorldObject", "PathSpec", "DropoutZone", "World",
-           "load_world", "world_from_mapping", "shipped_worlds", "resolve_world"]
+__all__ = ["WorldError", "Part", "CATALOGUE", "Building", "WorldObject", "PathSpec", "DropoutZone", "RenderStyle",
+           "World", "load_world", "world_from_mapping", "shipped_worlds", "resolve_world", "object_parts",
+           "object_footprint_m"]
 
 WORLDS_DIR = Path(__file__).resolve().parents[1] / "data" / "worlds"
 
@@ -209,12 +225,31 @@ class Building:
 
 @dataclass(frozen=True)
 class WorldObject:
-    """A catalogue object at ``at`` (x, y) m ENU facing ``yaw_rad``."""
+    """A catalogue object at ``at`` (x, y) m ENU facing ``yaw_rad``, its parts scaled by ``scale`` and
+    their RGB multiplied by ``tint`` (:func:`object_parts`)."""
 
     name: str
     category: str
     at: tuple
     yaw_rad: float
+    scale: float = 1.0
+    tint: tuple = (1.0, 1.0, 1.0)
+
+
+def object_parts(o: WorldObject) -> tuple:
+    """The catalogue parts of ``o`` in its frame: sizes and offsets (m) times ``o.scale``, RGB times
+    ``o.tint`` (clipped to 1). A default object (scale 1, tint 1) gets the catalogue's parts unchanged."""
+    parts = CATALOGUE[o.category].parts
+    if o.scale == 1.0 and o.tint == (1.0, 1.0, 1.0):
+        return parts
+    k = o.scale
+    return tuple(Part(p.shape, tuple(v * k for v in p.size), tuple(v * k for v in p.offset),
+                      tuple(min(1.0, c * t) for c, t in zip(p.rgb, o.tint))) for p in parts)
+
+
+def object_footprint_m(o: WorldObject) -> float:
+    """Collision radius (m) of ``o``: its category's footprint times ``o.scale`` (0 = drive-over)."""
+    return CATALOGUE[o.category].footprint_m * o.scale
 
 
 @dataclass(frozen=True)
@@ -235,8 +270,27 @@ class DropoutZone:
 
 
 @dataclass(frozen=True)
+class RenderStyle:
+    """The look of a world (its optional ``[render]`` table): ground and path RGB, the sky's RGB at the
+    top of the frame and at the horizon (0-1 each), the direction towards the light (x, y, z ENU, z > 0),
+    and TinyRenderer's ambient and diffuse coefficients (0-1). The defaults are the shipped worlds' look."""
+
+    ground_rgb: tuple = (0.33, 0.5, 0.22)
+    path_rgb: tuple = (0.62, 0.6, 0.55)
+    sky_top_rgb: tuple = (90.0 / 255, 140.0 / 255, 215.0 / 255)
+    sky_horizon_rgb: tuple = (200.0 / 255, 220.0 / 255, 240.0 / 255)
+    light_direction: tuple = (0.4, -0.3, 1.0)
+    ambient: float = 0.55
+    diffuse: float = 0.5
+
+
+@dataclass(frozen=True)
 class World:
-    """A loaded, validated world (see the module docstring for the file format)."""
+    """A loaded, validated world (see the module docstring for the file format).
+
+    ``exploration_route`` is the ``[exploration] route`` ((x_m, y_m), ...) or () when the file has none;
+    ``render`` the ``[render]`` look (defaults when absent).
+    """
 
     name: str
     source: str
@@ -247,6 +301,8 @@ class World:
     buildings: tuple
     objects: tuple
     gps_dropouts: tuple
+    exploration_route: tuple = ()
+    render: RenderStyle = RenderStyle()
 
     def path(self, name: str) -> PathSpec:
         """The path called ``name``. Raises KeyError naming the known paths."""
@@ -372,27 +428,60 @@ def _read_object(e: _Entry, i: int, extent: tuple, buildings: list) -> WorldObje
     for b in buildings:
         if _point_in_building(at[0], at[1], b):
             e.fail(f"at: {list(at)} is inside building {b.name!r}")
-    o = WorldObject(e.get("name", "str", f"{category} {i}"), category, at, math.radians(e.get("yaw_deg", "num", 0.0)))
+    scale = e.get("scale", "num", 1.0)
+    if not 0.5 <= scale <= 2.0:
+        e.fail(f"scale: {scale} must be 0.5-2")
+    tint = e.get("tint", "vec3", (1.0, 1.0, 1.0))
+    if not all(0.5 <= t <= 1.5 for t in tint):
+        e.fail(f"tint: {list(tint)} must be factors of 0.5-1.5 per RGB channel")
+    o = WorldObject(e.get("name", "str", f"{category} {i}"), category, at, math.radians(e.get("yaw_deg", "num", 0.0)),
+                    scale, tint)
     e.done()
     return o
 
 
-def _read_path(e: _Entry, i: int, extent: tuple) -> PathSpec:
-    e.used.add("points")
-    raw = e.table.get("points")
+def _read_points(e: _Entry, key: str, extent: tuple) -> tuple:
+    """A list of at least 2 [x, y] points (m) inside the extent, from key ``key``."""
+    e.used.add(key)
+    raw = e.table.get(key)
     if not isinstance(raw, list) or len(raw) < 2:
-        e.fail(f"points: expected a list of at least 2 [x, y] points, got {raw!r}")
+        e.fail(f"{key}: expected a list of at least 2 [x, y] points, got {raw!r}")
     pts = []
     for j, p in enumerate(raw):
         if (not isinstance(p, list) or len(p) != 2
                 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in p)):
-            e.fail(f"points[{j}]: expected [x, y] in metres, got {p!r}")
-        _in_extent(e, f"points[{j}]", (float(p[0]), float(p[1])), extent)
+            e.fail(f"{key}[{j}]: expected [x, y] in metres, got {p!r}")
+        _in_extent(e, f"{key}[{j}]", (float(p[0]), float(p[1])), extent)
         pts.append((float(p[0]), float(p[1])))
+    return tuple(pts)
+
+
+def _read_render(e: _Entry) -> RenderStyle:
+    d = RenderStyle()
+    rgb = {}
+    for key, attr in (("ground_colour", "ground_rgb"), ("path_colour", "path_rgb"),
+                      ("sky_top_colour", "sky_top_rgb"), ("sky_horizon_colour", "sky_horizon_rgb")):
+        rgb[attr] = e.get(key, "vec3", getattr(d, attr))
+        if not all(0.0 <= c <= 1.0 for c in rgb[attr]):
+            e.fail(f"{key}: {list(rgb[attr])} must be RGB values in 0-1")
+    light = e.get("light_direction", "vec3", d.light_direction)
+    if not (light[2] > 0 and math.hypot(*light) <= 100.0):
+        e.fail(f"light_direction: {list(light)} must point up (z > 0) and be at most 100 long")
+    coef = {}
+    for key in ("ambient", "diffuse"):
+        coef[key] = e.get(key, "num", getattr(d, key))
+        if not 0.0 <= coef[key] <= 1.0:
+            e.fail(f"{key}: {coef[key]} must be 0-1")
+    e.done()
+    return RenderStyle(light_direction=light, **rgb, **coef)
+
+
+def _read_path(e: _Entry, i: int, extent: tuple) -> PathSpec:
+    pts = _read_points(e, "points", extent)
     width = e.get("width_m", "num", 3.0)
     if not 0.5 <= width <= 50.0:
         e.fail(f"width_m: {width} must be 0.5-50 m")
-    ps = PathSpec(e.get("name", "str", f"path {i}"), width, tuple(pts))
+    ps = PathSpec(e.get("name", "str", f"path {i}"), width, pts)
     e.done()
     return ps
 
@@ -404,10 +493,11 @@ def world_from_mapping(data: Mapping[str, Any], *, origin: str = "<world>") -> W
     ------
     WorldError
         On a missing or unknown table or key, a wrong type, an unknown category, a position outside
-        the extent, an object inside a building, or a start pose inside an obstacle; the message names
-        ``origin`` and the entry (e.g. ``objects[2] (stop sign): at: ...``).
+        the extent, an object inside a building, a start pose or exploration waypoint inside a building,
+        an exploration route without 2 distinct points; the message names ``origin`` and the entry
+        (e.g. ``objects[2] (stop sign): at: ...``).
     """
-    known = {"world", "paths", "buildings", "objects", "gps_dropouts"}
+    known = {"world", "paths", "buildings", "objects", "gps_dropouts", "exploration", "render"}
     for key in data:
         if key not in known:
             raise WorldError(f"{origin}: unknown table {key!r} (known: {', '.join(sorted(known))})")
@@ -434,7 +524,20 @@ def world_from_mapping(data: Mapping[str, Any], *, origin: str = "<world>") -> W
     for b in buildings:
         if _point_in_building(start[0], start[1], b, margin_m=0.5):
             raise WorldError(f"{origin}: [world] start: {list(start[:2])} is inside building {b.name!r}")
-    return World(name, origin, extent, anchor, start, tuple(paths), tuple(buildings), tuple(objects), tuple(zones))
+    route: tuple = ()
+    if "exploration" in data:
+        e = _Entry(data["exploration"], "[exploration]", origin)
+        route = _read_points(e, "route", extent)
+        e.done()
+        if all(p == route[0] for p in route):
+            e.fail("route: needs at least 2 distinct points")
+        for j, p in enumerate(route):
+            for b in buildings:
+                if _point_in_building(p[0], p[1], b, margin_m=0.5):
+                    e.fail(f"route[{j}]: {list(p)} is inside building {b.name!r}")
+    style = _read_render(_Entry(data["render"], "[render]", origin)) if "render" in data else RenderStyle()
+    return World(name, origin, extent, anchor, start, tuple(paths), tuple(buildings), tuple(objects), tuple(zones),
+                 route, style)
 
 
 def shipped_worlds() -> dict[str, Path]:

@@ -59,3 +59,28 @@ def test_encode_jpeg_checks_its_input():
     assert encode_jpeg(np.zeros((8, 8, 3), np.uint8))[:2] == b"\xff\xd8"
     with pytest.raises(ValueError, match=r"\(H, W, 3\) uint8"):
         encode_jpeg(np.zeros((8, 8), np.uint8))
+
+
+def test_the_worlds_look_comes_from_its_render_table(tmp_path, campus):
+    import dataclasses
+
+    from robot_app.sim.world import RenderStyle
+
+    pose = (0.0, -85.0, math.pi / 2)
+    # a [render] table that spells out the defaults renders the shipped look byte for byte
+    text = open(campus.source, encoding="utf-8").read()
+    spelled = tmp_path / "campus.toml"
+    spelled.write_text(text + "\n[render]\nground_colour = [0.33, 0.5, 0.22]\npath_colour = [0.62, 0.6, 0.55]\n"
+                       "light_direction = [0.4, -0.3, 1.0]\nambient = 0.55\ndiffuse = 0.5\n", encoding="utf-8")
+    explicit = load_world(spelled)
+    assert explicit.render == RenderStyle()
+    with WorldRenderer(campus, width=48, height=36, seed=1) as a, WorldRenderer(explicit, width=48, height=36,
+                                                                                seed=1) as b:
+        assert np.array_equal(a.render(*pose), b.render(*pose))
+    dusk = dataclasses.replace(campus, render=RenderStyle(ground_rgb=(0.5, 0.45, 0.3), sky_top_rgb=(0.2, 0.2, 0.4),
+                                                          ambient=0.3))
+    with WorldRenderer(campus, width=48, height=36, noise_std=0.0) as a, \
+            WorldRenderer(dusk, width=48, height=36, noise_std=0.0) as b:
+        fa, fb = a.render(*pose).astype(int), b.render(*pose).astype(int)
+    assert np.abs(fa[0] - fb[0]).mean() > 20  # the sky's top row
+    assert np.abs(fa[-1] - fb[-1]).mean() > 10  # the ground at the bottom

@@ -59,6 +59,69 @@ def test_good_file_round_trip(tmp_path):
         w.path("nope")
 
 
+OPTIONAL = """
+[[objects]]
+category = "white truck"
+at = [-8.0, -10.0]
+scale = 1.2
+tint = [1.1, 0.9, 1.0]
+
+[exploration]
+route = [[0.0, -15.0], [0.0, 15.0], [0.0, -15.0]]
+
+[render]
+ground_colour = [0.4, 0.5, 0.3]
+light_direction = [0.0, 0.5, 0.8]
+ambient = 0.6
+"""
+
+
+def test_optional_object_look_exploration_and_render_tables(tmp_path):
+    from robot_app.sim.plant import obstacle_at
+    from robot_app.sim.world import RenderStyle, object_footprint_m, object_parts
+
+    w = load_world(write(tmp_path, GOOD + OPTIONAL))
+    sign, truck = w.objects
+    assert (sign.scale, sign.tint) == (1.0, (1.0, 1.0, 1.0)) and object_parts(sign) == CATALOGUE["stop sign"].parts
+    assert truck.scale == 1.2 and object_footprint_m(truck) == pytest.approx(1.2 * CATALOGUE["white truck"].footprint_m)
+    body = object_parts(truck)[0]
+    cat = CATALOGUE["white truck"].parts[0]
+    assert body.size == pytest.approx(tuple(1.2 * v for v in cat.size)) and body.rgb[0] == 1.0  # clipped to 1
+    assert body.rgb[1] == pytest.approx(0.9 * cat.rgb[1])
+    assert obstacle_at(w, -8.0 + 4.3, -10.0, 0.1) is not None  # within the scaled footprint (4.32 m), not 3.6
+    assert w.exploration_route == ((0.0, -15.0), (0.0, 15.0), (0.0, -15.0))
+    assert w.render == RenderStyle(ground_rgb=(0.4, 0.5, 0.3), light_direction=(0.0, 0.5, 0.8), ambient=0.6)
+    plain = load_world(write(tmp_path, GOOD))
+    assert plain.exploration_route == () and plain.render == RenderStyle()
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda t: t.replace("scale = 1.2", "scale = 3"), r"objects\[1\] \(white truck\): scale: 3.0 must be 0.5-2"),
+        (lambda t: t.replace("tint = [1.1, 0.9, 1.0]", "tint = [2.0, 1.0, 1.0]"), r"objects\[1\] .*tint: .* 0.5-1.5"),
+        (lambda t: t.replace("route = [[0.0, -15.0], [0.0, 15.0], [0.0, -15.0]]", "route = [[0.0, -15.0]]"),
+         r"\[exploration\]: route: expected a list of at least 2"),
+        (lambda t: t.replace("route = [[0.0, -15.0], [0.0, 15.0], [0.0, -15.0]]", "route = [[1.0, 1.0], [1.0, 1.0]]"),
+         r"\[exploration\]: route: needs at least 2 distinct points"),
+        (lambda t: t.replace("[0.0, 15.0], [0.0, -15.0]]", "[8.0, 0.0]]"),
+         r"\[exploration\]: route\[1\]: \[8.0, 0.0\] is inside building 'hall'"),
+        (lambda t: t.replace("[0.0, 15.0], [0.0, -15.0]]", "[0.0, 35.0]]"), r"\[exploration\]: route\[1\]: .* outside"),
+        (lambda t: t.replace("ground_colour = [0.4, 0.5, 0.3]", "ground_colour = [1.4, 0.5, 0.3]"),
+         r"\[render\]: ground_colour: .* RGB values in 0-1"),
+        (lambda t: t.replace("light_direction = [0.0, 0.5, 0.8]", "light_direction = [0.0, 0.5, -0.8]"),
+         r"\[render\]: light_direction: .* must point up"),
+        (lambda t: t.replace("ambient = 0.6", "ambient = 1.6"), r"\[render\]: ambient: 1.6 must be 0-1"),
+        (lambda t: t.replace("ambient = 0.6", "fog = 0.6"), r"\[render\]: unknown key 'fog'"),
+    ],
+)
+def test_bad_optional_tables_name_the_entry(tmp_path, edit, message):
+    p = write(tmp_path, edit(GOOD + OPTIONAL))
+    with pytest.raises(WorldError, match=message) as exc:
+        load_world(p)
+    assert str(p) in str(exc.value)
+
+
 @pytest.mark.parametrize(
     "edit, message",
     [
