@@ -208,6 +208,10 @@ def derive_scenario(world, *, quick: bool = False, instruction: str | None = Non
                         world.name, picked[0].length_m)
     if picked is None and instruction is not None and (cands or chains):
         picked = ((cands or chains)[0], None)  # the operator's instruction: any route from the start
+    if picked is None and instruction is None:
+        sc = _along_exploration(world, quick)
+        if sc is not None:
+            return sc
     if picked is None:
         raise DemoInputError(f"world {world.name!r}: no route from the start ({start[0]:.1f}, {start[1]:.1f}) m along "
                              "its paths shows two landmarks one after the other; give --instruction")
@@ -380,3 +384,63 @@ def _walk_detour_m(xy: np.ndarray, yaw: np.ndarray, arc: np.ndarray, sets: list[
                    shape=(n, n)).tocsr()
     direct = dijkstra(g, indices=0)[end]
     return float(best[end] - len(sets) * 1e-3 - direct)
+
+
+def _along_exploration(world, quick: bool) -> Scenario | None:
+    """A scenario on a stretch of the world's ``[exploration] route`` (generated worlds,
+    :mod:`robot_app.sim.worldgen`), from the first of its waypoints that lies outside every GPS dropout zone
+    and whose stretch shows two landmarks in order; None when there is none."""
+    route = list(getattr(world, "exploration_route", ()) or ())
+    for k in range(len(route) - 1):
+        x, y = route[k]
+        if dropout_zone_at(world, x, y, margin_m=START_MARGIN_M) is not None:
+            continue
+        sc = _scenario_along(world, np.asarray(route[k:], dtype=np.float64), quick)
+        if sc is not None:
+            return dataclasses.replace(sc, start_note=f"start ({x:.1f}, {y:.1f}) m: waypoint {k} of the world's "
+                                                      "exploration route (no route through a junction qualified)")
+    return None
+
+
+def _scenario_along(world, pts: np.ndarray, quick: bool) -> Scenario | None:
+    """:func:`derive_scenario`'s scenario along the polyline ``pts`` (m ENU), or None."""
+    seg = np.linalg.norm(np.diff(pts, axis=0), axis=1)
+    s = np.concatenate([[0.0], np.cumsum(seg)])
+    length = min(float(s[-1]), 70.0 if quick else 200.0)
+    keep = [tuple(p) for p, si in zip(pts, s) if si < length]
+    end = (np.interp(length, s, pts[:, 0]), np.interp(length, s, pts[:, 1]))
+    route = np.asarray(keep + [end], dtype=np.float64)
+    near = _landmarks_along(world, route, max_offset_m=6.0)
+    counts: dict[str, int] = {}
+    for _, cat, _ in near:
+        counts[cat] = counts.get(cat, 0) + 1
+    picked, last_s = [], -math.inf
+    for arc, cat, _ in near:
+        if counts[cat] == 1 and arc - last_s >= 15.0 and arc <= length - 20.0 and cat not in picked:
+            picked.append(cat)
+            last_s = arc
+    picked = picked[:2] if quick else picked[:3]
+    if len(picked) < 2:
+        return None
+    text = f"Go past the {picked[0]}" + "".join(f", then find the {c}" for c in picked[1:-1]) + \
+        f", and stop at the {picked[-1]}."
+    return Scenario(world.name, tuple(map(tuple, route.tolist())), text)
+
+
+def _landmarks_along(world, route: np.ndarray, *, max_offset_m: float) -> list[tuple[float, str, str]]:
+    """(arc length m, category, name) of objects within ``max_offset_m`` of the route, by arc length."""
+    seg_len = np.linalg.norm(np.diff(route, axis=0), axis=1)
+    s0 = np.concatenate([[0.0], np.cumsum(seg_len)])
+    out = []
+    for name, cat, x, y in world.landmarks():
+        best = (math.inf, 0.0)
+        for i in range(len(route) - 1):
+            a, b = route[i], route[i + 1]
+            d = b - a
+            t = float(np.clip(np.dot([x - a[0], y - a[1]], d) / max(np.dot(d, d), 1e-9), 0.0, 1.0))
+            off = math.hypot(x - (a[0] + t * d[0]), y - (a[1] + t * d[1]))
+            if off < best[0]:
+                best = (off, s0[i] + t * seg_len[i])
+        if best[0] <= max_offset_m:
+            out.append((best[1], cat, name))
+    return sorted(out)
