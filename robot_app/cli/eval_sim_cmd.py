@@ -25,7 +25,13 @@ def register(sub, groups) -> None:
                     "the max-likelihood planner (planning success, planning efficiency), and drive the LM-Nav walk "
                     "with the VNM and with GPS only (disengagements, efficiency). Writes eval-WORLD.json and "
                     "eval-WORLD.png to --out.")
-    p.add_argument("--world", required=True, help="shipped world name (campus, industrial) or a world .toml file")
+    p.add_argument("--world", default=None, help="shipped world name (campus, industrial) or a world .toml file")
+    p.add_argument("--generated", type=int, default=None, metavar="N",
+                   help="instead of --world: the first N generated worlds of --seed-range (robot_app.sim.worldgen), "
+                        "each with its generated instruction set; one pooled report")
+    p.add_argument("--seed-range", choices=("train", "dev", "test"), default="test",
+                   help="with --generated: test (default; seeds 3000-3099, never trained or tuned on), dev (the "
+                        "planner's tuning seeds) or train (the stand-in VLM's training seeds)")
     p.add_argument("--instructions", type=Path, default=None,
                    help="instruction set JSON (default: the world's shipped <world>-instructions.json)")
     p.add_argument("--models", default=None, metavar="DIR",
@@ -145,6 +151,10 @@ def _eval_sim(args, config) -> int:
     from robot_app.sim.eval_report import format_table
     from robot_app.sim.world import WorldError
 
+    if (args.world is None) == (args.generated is None):
+        raise UsageError("give --world W or --generated N (not both)")
+    if args.generated is not None and args.instructions is not None:
+        raise UsageError("--instructions: generated worlds bring their own instruction sets")
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit {args.limit}: must be at least 1")
     if args.alpha is not None and not (args.alpha >= 0 and args.alpha < float("inf")):
@@ -159,16 +169,19 @@ def _eval_sim(args, config) -> int:
         raise UsageError(f"--models {args.models}: no such folder")
     if args.instructions is not None and not args.instructions.is_file():
         raise UsageError(f"--instructions {args.instructions}: no such file")
-    out = args.out or Path(f"eval-sim-{Path(args.world).stem}")
+    out = args.out or Path(f"eval-sim-{Path(args.world).stem}" if args.world
+                           else f"eval-sim-generated-{args.seed_range}")
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a folder")
-    settings = EvalSettings(world=args.world, out_dir=str(out),
+    settings = EvalSettings(world=args.world or "", out_dir=str(out),
                             instructions=str(args.instructions) if args.instructions else None,
                             models_dir=args.models or None, seed=args.seed, parser=args.parser,
                             grounding=args.grounding, alpha=args.alpha, max_cosine=args.max_cosine,
                             node_spacing_m=args.node_spacing,
                             execute=not args.no_drive, limit=args.limit, progress=not args.json,
                             drive=DriveParams(time_limit_s=args.drive_time_limit))
+    if args.generated is not None:
+        return _eval_generated(args, settings, config)
     try:
         report = run_sim_eval(settings, config, rows_fn=rows_fn)
     except (WorldError, InstructionFileError, EvalError) as exc:
@@ -187,6 +200,46 @@ def _eval_sim(args, config) -> int:
             f"({lm['efficiency_mean_all'] or 0:.2f} vs {ml['efficiency_mean_all'] or 0:.2f}, failed plans = 0)"
         )
         print(f"\nreport: {report['report']}\nchart:  {report['chart']}\n({report['wall_s']:.0f} s)")
+    return 0
+
+
+def _eval_generated(args, settings, config) -> int:
+    import sys
+
+    from robot_app.sim.generated import run_generated_eval
+    from robot_app.sim.worldgen import seeds
+
+    if not 1 <= args.generated <= len(seeds(args.seed_range)):
+        raise UsageError(f"--generated {args.generated}: must be 1-{len(seeds(args.seed_range))} "
+                         f"(the {args.seed_range} range's seeds)")
+    if args.engine != "local":
+        raise UsageError("--generated runs the worlds one after the other (--engine local)")
+
+    def progress(i, n, seed):
+        if not args.json:
+            print(f"[{i + 1}/{n}] gen-{seed}", file=sys.stderr, flush=True)
+
+    doc = run_generated_eval(args.seed_range, args.generated, settings, config, progress=progress)
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return 0
+    used = "trained" if args.seed_range == "train" else "tuned"
+    label = ("worlds the models were never trained or tuned on" if doc["unseen"] else
+             f"{args.seed_range} seeds: worlds the models were {used} on")
+    print(f"{'seed':>6}  {'LM-Nav':>7}  {'max-lik.':>8}  instructions")
+    for seed, w in doc["worlds"].items():
+        if "error" in w:
+            print(f"{seed:>6}  {'-':>7}  {'-':>8}  not evaluated: {w['error']}")
+        else:
+            print(f"{seed:>6}  {100 * w['lmnav']:>6.0f}%  {100 * w['max-likelihood']:>7.0f}%  {w['instructions']}")
+    t = doc["totals"]
+    print(f"\nLM-Nav planning success on {doc['worlds_evaluated']} generated worlds ({label}; grounding "
+          f"{doc['grounding']}): {100 * (t['lmnav']['success_rate'] or 0):.1f} % of {t['lmnav']['instructions']} "
+          f"instructions (max-likelihood {100 * (t['max-likelihood']['success_rate'] or 0):.1f} %); worst world "
+          f"{100 * (doc['lmnav_success_min_world'] or 0):.0f} %")
+    if doc["worlds_failed"]:
+        print(f"{doc['worlds_failed']} world(s) could not be evaluated (above)")
+    print(f"report: {doc['report']}  ({doc['wall_s']:.0f} s)")
     return 0
 
 
