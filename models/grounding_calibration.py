@@ -99,7 +99,7 @@ def _read(f: Path, digests: dict) -> PresenceRule | None:
                 or not isinstance(w, (int, float)) or not math.isfinite(t):
             raise ValueError(f"threshold {t!r} and median_weight {w!r} must be finite numbers")
         rule = PresenceRule(threshold=float(t), median_weight=float(w),
-                            source=f"{f.name} ({doc.get('material', 'calibration')})", calibrated=True)
+                            source=f"{f.name} (calibrated)", calibrated=True)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("%s: unreadable (%s); %s", f, exc, fallback)
         return None

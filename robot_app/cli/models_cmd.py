@@ -102,7 +102,8 @@ def register(sub, groups) -> None:
                    help="with --worlds: folder for the explorations, maps and the report (default "
                         "./calibrate-grounding; reused while their inputs are unchanged)")
     p.add_argument("--seed", type=int, default=0, help="with --worlds: seed of the explorations' sensor noise")
-    p.add_argument("--quick", action="store_true", help="with --worlds: only the short demo drive of each world")
+    p.add_argument("--quick", action="store_true",
+                   help="with --worlds: one 60 m drive per world (a first look; too few samples to --write)")
     p.add_argument("--median-weight", type=float, default=None, metavar="W",
                    help="w of the presence score, 0-1 (default 0.5; 0 = the raw best cosine)")
     p.add_argument("--write", action="store_true",
@@ -584,11 +585,16 @@ def _calibrate_worlds(args, config, d: Path, w: float) -> int:
         run_grounding_calibration,
         write_refusal,
     )
-    from robot_app.sim.world import WorldError
+    from robot_app.sim.world import WorldError, load_world
 
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: exists and is not a folder")
     worlds = tuple(args.worlds or ("campus", "industrial"))
+    for wname in worlds:  # every world file checked before the long part starts
+        try:
+            load_world(wname)
+        except WorldError as exc:
+            raise UsageError(f"--worlds: {exc}") from exc
     print(f"calibrate-grounding: mapping {len(worlds)} world(s) ({', '.join(worlds)}); explorations and maps are "
           f"cached in {args.out}", file=sys.stderr)
     settings = CalibrationSettings(worlds=worlds, out_dir=str(args.out), models_dir=str(d), seed=args.seed,

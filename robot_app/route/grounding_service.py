@@ -139,10 +139,6 @@ def ground_instruction(text: str, topomap, *, config, parser: str | None = None,
          "not_in_map": bool(g.not_in_map[i]), "top_nodes": [int(v) for v in g.top_nodes[i] if v >= 0],
          "scores": node_scores(g.cosine[:, i])}
         for i, lm in enumerate(landmarks)]}
-    for item in info["landmarks"]:
-        if not item["found"]:
-            log.warning("landmark %r is probably not in the map (presence score %s < %.3f): the operator confirms "
-                        "it on the screen", item["name"], item["presence_score"], rule.threshold)
     return landmarks, g.log_likelihood, info
 
 

@@ -3,7 +3,7 @@ on maps of simulated worlds whose landmarks are known.
 
 For each world (a shipped name or a world file: generated development worlds can be passed as files) and
 each of its explorations (:func:`explorations`: the route of the world's shipped instruction set if it has
-one, the demo's full route and its quick route), the exploration is recorded and the map built as
+one, and each of its paths), the exploration is recorded and the map built as
 ``robot-app eval sim`` does (cached in the output folder), every node gets its TRUE pose, and each
 landmark phrase is labelled against the map:
 
@@ -45,7 +45,7 @@ from robot_app.sim.views import PHRASES
 from robot_app.sim.world import load_world
 
 __all__ = ["CalibrationSettings", "MADE_UP_ABSENT", "FAR_TRUTH", "MIN_SEEN_NODES", "MIN_BALANCED_ACCURACY",
-           "MIN_SAMPLES", "explorations", "label_phrases", "summarise", "run_grounding_calibration",
+           "MIN_SAMPLES", "QUICK_M", "explorations", "label_phrases", "summarise", "run_grounding_calibration",
            "calibration_doc", "write_refusal"]
 
 log = logging.getLogger(__name__)
@@ -63,10 +63,13 @@ FAR_TRUTH = TruthParams(object_near_m=14.0, object_view_m=30.0, object_view_max_
 #: A category is PRESENT in a map when at least this many nodes see it (about metres of the drive; as
 #: ``robot-app eval sim-tune``'s development instructions).
 MIN_SEEN_NODES = 5
+#: Length (m) of the one drive per world of a ``quick`` calibration (tests, a first look).
+QUICK_M = 60.0
 #: ``--write`` refuses a calibration whose balanced accuracy is below this ...
 MIN_BALANCED_ACCURACY = 0.75
-#: ... or that rests on fewer present or absent samples than this.
-MIN_SAMPLES = 20
+#: ... or that rests on fewer present or absent samples than this (the shipped worlds give about 580 and 270;
+#: one 60 m ``quick`` drive about 50 of each, a first look only).
+MIN_SAMPLES = 100
 
 _Route = namedtuple("_Route", "route speed_mps source")
 
@@ -85,27 +88,29 @@ class CalibrationSettings:
 
 
 def explorations(world, *, quick: bool = False) -> list[tuple[str, list]]:
-    """``[(name, route), ...]``: the drives that map ``world`` for the calibration. The route of the
-    world's shipped instruction set (``eval``, when it has one), the demo's route (``demo``) and the
-    demo's quick route (``quick``; :func:`robot_app.demo.scenario.scenario_for`, derived from the first path
-    for a world without a hand-picked one); ``quick`` = only the last. Routes are (x, y) m lists.
+    """``[(name, route), ...]``: the drives that map ``world`` for the calibration, one map each: the route
+    of the world's shipped instruction set (``eval``, when it has one) and each of the world's paths
+    driven from its first point (``path <name>``); ``quick`` = only the first :data:`QUICK_M` metres of the
+    first path (``quick``). Routes are lists of (x, y) m; duplicates are dropped.
 
     Raises
     ------
-    robot_app.demo.scenario.DemoInputError
-        A world without a path to explore.
+    ValueError
+        A world without a path.
     """
-    from robot_app.demo.scenario import scenario_for
     from robot_app.sim.eval_instructions import InstructionFileError, load_instructions, shipped_instructions
 
-    out = []
-    if not quick:
+    if not world.paths:
+        raise ValueError(f"world {world.name!r} has no path to explore")
+    if quick:
+        out = [("quick", _first_metres(world.paths[0].points, QUICK_M))]
+    else:
+        out = []
         try:
             out.append(("eval", load_instructions(shipped_instructions(world.name), world=world).route))
         except InstructionFileError:
             pass
-        out.append(("demo", scenario_for(world).route))
-    out.append(("quick", scenario_for(world, quick=True).route))
+        out += [(f"path {p.name}", p.points) for p in world.paths]
     seen, unique = set(), []
     for name, route in out:
         key = tuple(tuple(float(v) for v in p) for p in route)
@@ -113,6 +118,16 @@ def explorations(world, *, quick: bool = False) -> list[tuple[str, list]]:
             seen.add(key)
             unique.append((name, [list(p) for p in key]))
     return unique
+
+
+def _first_metres(points, length_m: float) -> list:
+    """The polyline ``points`` cut after ``length_m`` metres."""
+    pts = np.asarray(points, dtype=np.float64)
+    s = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(pts, axis=0), axis=1))])
+    keep = [tuple(p) for p, si in zip(pts, s) if si < length_m]
+    if s[-1] > length_m:
+        keep.append((float(np.interp(length_m, s, pts[:, 0])), float(np.interp(length_m, s, pts[:, 1]))))
+    return [list(p) for p in keep]
 
 
 def label_phrases(world, true_xy: np.ndarray, true_yaw: np.ndarray) -> tuple[list[dict], dict]:
@@ -217,6 +232,15 @@ def summarise(rows: list[dict], *, median_weight: float, config_min_cosine: floa
     return out
 
 
+def _world_file(world) -> str:
+    """The world file as recorded: relative to the checkout for a shipped world, else as given."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        return str(Path(world.source).resolve().relative_to(root))
+    except (ValueError, TypeError, OSError):
+        return str(world.source)
+
+
 def _world_digest(world) -> str | None:
     try:
         return hashlib.sha256(Path(world.source).read_bytes()).hexdigest()
@@ -256,7 +280,7 @@ def run_grounding_calibration(settings: CalibrationSettings, config) -> dict:
     worlds_report: dict = {}
     for wname in settings.worlds:
         world = load_world(wname)
-        wrep = {"file": str(world.source), "sha256": _world_digest(world),
+        wrep = {"file": _world_file(world), "sha256": _world_digest(world),
                 "model_trained_on_it": world.name in trained_on, "explorations": {}}
         for rname, route in explorations(world, quick=settings.quick):
             wout = out / world.name / rname
@@ -333,7 +357,7 @@ def calibration_doc(report: dict) -> dict:
     return {"statistic": "best_cosine - median_weight * median_cosine over the map's nodes (core.presence)",
             "median_weight": s["median_weight"], "threshold": s["chosen"]["threshold"],
             "rule": "maximum balanced accuracy", "material": report["material"],
-            "calibrated_by": "robot-app models calibrate-grounding", "seed": report["seed"],
+            "calibrated_by": "robot-app models calibrate-grounding", "exploration_seed": report["seed"],
             "quick": report["quick"],
             "worlds": {w: {k: r[k] for k in ("file", "sha256", "model_trained_on_it")}
                        | {"explorations": {e: {k: x[k] for k in ("nodes", "present", "absent")}
