@@ -98,6 +98,10 @@ def _plan(args, config) -> int:
     return 0 if summary["status"] == "ok" else 1
 
 
+def _fmt(x) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
 def _print_absent(s: dict) -> None:
     """The landmarks judged not in the map, in whole words, and by which rule."""
     g = s.get("grounding")
@@ -125,7 +129,8 @@ def _print_human(s: dict) -> None:
         g = flags[i - 1]
         note = ""
         if g is not None:
-            note = f"; best cosine {g['best_cosine']}, presence {g['presence_score']}, top nodes {g['top_nodes']}"
+            note = (f"; best cosine {_fmt(g['best_cosine'])}, presence score {_fmt(g['presence_score'])}, top nodes "
+                    f"{g['top_nodes']}")
             if not g["found"]:
                 note += "  <- NOT IN THE MAP: confirm or rephrase"
         print(f"  {i}. {lm['name']}: node {lm['node']} (walk position {lm['position']}, "

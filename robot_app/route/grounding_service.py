@@ -143,6 +143,6 @@ def ground_instruction(text: str, topomap, *, config, parser: str | None = None,
 
 
 def _num(x) -> float | None:
-    """A float for JSON, 4 decimals; None for -inf (a map without any image of this model)."""
+    """A float for JSON; None for -inf (a map without any image of this model)."""
     x = float(x)
-    return round(x, 4) if np.isfinite(x) else None
+    return x if np.isfinite(x) else None
