@@ -14,8 +14,10 @@ sim-only stand-in VLM (``models.export.sim_vlm``) uses the latter, and its sidec
 Landmark prompts follow LM-Nav App. A ("This is a photo of ___"); an optional prompt ensemble averages
 the normalised text embeddings of several templates and re-normalises (CLIP paper, Radford et al. 2021,
 Sec. 3.1.4). :func:`ground_landmarks` turns map image embeddings into the planner's G(v, i) with
-``core.grounding`` and adds the operator-facing confidence: raw cosine of the best node, a flag when it
-is below an absolute threshold (the softmax over nodes always picks *some* node), and the top nodes.
+``core.grounding`` and adds the operator-facing confidence: raw cosine of the best node, whether the
+landmark counts as found in the map at all (the softmax over nodes always picks *some* node;
+:mod:`core.presence`: the model's calibrated rule, else the raw cosine against an absolute threshold),
+and the top nodes.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from typing import Sequence
 import numpy as np
 
 from core.grounding import log_likelihoods, node_similarity
+from core.presence import PresenceRule
 from models.clip_preprocess import ClipTokenizer, WordPieceTokenizer, preprocess_images
+from models.grounding_calibration import fallback_rule
 from models.onnx_common import CPU, check_array, check_session_io, l2_normalise, open_session, session_options
 from models.sidecar import ModelInvalid, ModelMissing, read_sidecar
 
@@ -259,11 +263,16 @@ class Grounding:
     cosine : (N, K) float64, raw cosine of each node (max over its images) with each landmark.
     best_node : (K,) int64, node with the highest cosine per landmark.
     best_cosine : (K,) float64, that cosine.
-    not_in_map : (K,) bool, best cosine below the absolute threshold: the landmark is probably not
-        in the map and the operator should confirm or rephrase.
+    not_in_map : (K,) bool, ``~found``: the landmark is probably not in the map and the operator should
+        confirm or rephrase.
     top_nodes : (K, top_k) int64, nodes by decreasing cosine (-1 pads when the map has fewer nodes
         with images), for the operator to confirm from their images.
     top_cosine : (K, top_k) float64, their cosines (-inf pads).
+    found : (K,) bool, ``presence_score >= presence_rule.threshold`` (:mod:`core.presence`).
+    presence_score : (K,) float64, ``best_cosine - w * median_cosine`` (``w`` = the rule's
+        ``median_weight``; -inf where no node has an image).
+    median_cosine : (K,) float64, the median node cosine of each landmark over the nodes with an image.
+    presence_rule : :class:`core.presence.PresenceRule`, the rule that judged ``found``.
     """
 
     landmarks: list
@@ -274,11 +283,15 @@ class Grounding:
     not_in_map: np.ndarray
     top_nodes: np.ndarray
     top_cosine: np.ndarray
+    found: np.ndarray
+    presence_score: np.ndarray
+    median_cosine: np.ndarray
+    presence_rule: PresenceRule
 
 
 def ground_landmarks(clip_model: ClipModel, landmarks: Sequence[str], image_emb, image_node, *, n_nodes: int,
                      logit_scale: float | None = None, normalise: str = "nodes", min_cosine: float = 0.2,
-                     top_k: int = 3, max_cosine: float = 1.0) -> Grounding:
+                     top_k: int = 3, max_cosine: float = 1.0, presence: PresenceRule | None = None) -> Grounding:
     """Ground landmark phrases in a map: CLIP text embeddings vs. the map's node image embeddings.
 
     Parameters
@@ -297,14 +310,17 @@ def ground_landmarks(clip_model: ClipModel, landmarks: Sequence[str], image_emb,
     normalise
         ``"nodes"`` (LM-Nav's P(i|t)) or ``"landmarks"``, see ``core.grounding.log_likelihoods``.
     min_cosine
-        Absolute cosine below which a landmark is flagged ``not_in_map`` (config
-        ``[models] landmark_min_cosine``).
+        Without ``presence``: absolute best cosine below which a landmark is flagged ``not_in_map`` (config
+        ``[models] landmark_min_cosine``, the uncalibrated fallback).
     top_k
         Candidate nodes returned per landmark.
     max_cosine
         Cosines above it count a tenth as much in the log-likelihoods (``core.grounding.CAP_SLOPE``;
         config ``[planner] max_cosine``); 1 = off. The best nodes, cosines and ``not_in_map`` use the
         raw cosines.
+    presence
+        The model's calibrated "found in the map" rule (:func:`models.grounding_calibration.read_presence_rule`);
+        None: the raw best cosine against ``min_cosine``.
 
     Raises
     ------
@@ -327,12 +343,16 @@ def ground_landmarks(clip_model: ClipModel, landmarks: Sequence[str], image_emb,
         top_cos[i, : len(sel)] = cos[sel, i]
     best_node = top_nodes[:, 0].copy()
     best_cos = top_cos[:, 0].copy()
-    not_in_map = ~(best_cos >= min_cosine)
-    for i in np.flatnonzero(not_in_map):
-        log.warning("landmark %r: best cosine %.3f (node %d) is below %.3f: probably not in the map",
-                    landmarks[i], best_cos[i], best_node[i], min_cosine)
+    if presence is None:
+        presence = fallback_rule(min_cosine)
+    found, score, _, median = presence.judge(cos)
+    for i in np.flatnonzero(~found):
+        log.warning("landmark %r: presence score %.3f (best cosine %.3f at node %d, median %.3f) is below %.3f "
+                    "(%s): probably not in the map", landmarks[i], score[i], best_cos[i], best_node[i], median[i],
+                    presence.threshold, presence.source)
     return Grounding(landmarks=list(landmarks), log_likelihood=loglik, cosine=cos, best_node=best_node,
-                     best_cosine=best_cos, not_in_map=not_in_map, top_nodes=top_nodes, top_cosine=top_cos)
+                     best_cosine=best_cos, not_in_map=~found, top_nodes=top_nodes, top_cosine=top_cos,
+                     found=found, presence_score=score, median_cosine=median, presence_rule=presence)
 
 
 def calibrate_min_cosine(present_best, absent_best) -> dict:

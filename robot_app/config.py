@@ -178,8 +178,10 @@ class ModelsConfig:
     clip_prompt_ensemble: list[str] = _opt([], doc="extra prompts averaged with clip_prompt (CLIP paper "
                                                    "Sec. 3.1.4); each must contain {}")
     landmark_min_cosine: float = _opt(0.2, min=-1.0, max=1.0,
-                                      doc="a landmark whose best node cosine is below this is flagged "
-                                          "as probably not in the map")
+                                      doc="fallback 'not in the map' rule, used when the models folder has "
+                                          "no grounding-calibration.json for these CLIP files: a landmark "
+                                          "whose best node cosine is below this is flagged (not calibrated; "
+                                          "docs/models.md)")
     vnm_max_v_mps: float = _opt(0.4, min=0.01, max=5.0,
                                 doc="speed that scales VNM waypoints to metres: metres = normalised "
                                     "* vnm_max_v_mps / the VNM frame rate (GNM deployment convention)")

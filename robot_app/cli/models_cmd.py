@@ -80,11 +80,35 @@ def register(sub, groups) -> None:
     p.set_defaults(func=_info)
 
     p = g.add_parser("calibrate-grounding",
-                     help="suggest [models] landmark_min_cosine from landmarks known to be in / not in a map")
-    p.add_argument("--map", required=True, metavar="MAP", help="map file with this CLIP model's image embeddings")
-    p.add_argument("--present", required=True, metavar="'A; B'", help="landmarks that ARE in the map, ';'-separated")
-    p.add_argument("--absent", required=True, metavar="'C; D'", help="landmarks that are NOT in the map")
+                     help="calibrate the 'not in the map' threshold of the CLIP model on simulated worlds "
+                          "(or a map with known landmarks)",
+                     description="Measure the presence score (best node cosine - w x the map's median cosine, "
+                                 "core.presence) of landmark phrases known to be in a map and known not to be, and "
+                                 "choose the threshold with the best balanced accuracy. --worlds: builds maps of "
+                                 "simulated worlds (shipped names or world files, e.g. generated development "
+                                 "worlds) and labels the phrases from the world's ground truth; --map: one map file "
+                                 "with --present / --absent phrases. --write records the threshold for these model "
+                                 "files in MODELS/grounding-calibration.json, which plan, the touchscreen and eval "
+                                 "then use (without it: [models] landmark_min_cosine on the raw best cosine).")
     p.add_argument("--models", default=None, metavar="DIR", help="models directory (default [paths] models_dir)")
+    p.add_argument("--worlds", nargs="+", default=None, metavar="WORLD",
+                   help="shipped world names or .toml world files (default: campus industrial); calibrate on "
+                        "development worlds only, never on the worlds that report figures")
+    p.add_argument("--map", default=None, metavar="MAP",
+                   help="instead of --worlds: a map file with this CLIP model's image embeddings")
+    p.add_argument("--present", metavar="'A; B'", help="with --map: landmarks that ARE in the map, ';'-separated")
+    p.add_argument("--absent", metavar="'C; D'", help="with --map: landmarks that are NOT in the map")
+    p.add_argument("--out", type=Path, default=Path("calibrate-grounding"),
+                   help="with --worlds: folder for the explorations, maps and the report (default "
+                        "./calibrate-grounding; reused while their inputs are unchanged)")
+    p.add_argument("--seed", type=int, default=0, help="with --worlds: seed of the explorations' sensor noise")
+    p.add_argument("--quick", action="store_true",
+                   help="with --worlds: one 60 m drive per world (a first look; too few samples to --write)")
+    p.add_argument("--median-weight", type=float, default=None, metavar="W",
+                   help="w of the presence score, 0-1 (default 0.5; 0 = the raw best cosine)")
+    p.add_argument("--write", action="store_true",
+                   help="record the threshold in MODELS/grounding-calibration.json (refused when the measurement "
+                        "is too small or no better than the uncalibrated rule)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_calibrate)
 
@@ -474,12 +498,31 @@ def _split_landmarks(text: str, option: str) -> list[str]:
 
 
 def _calibrate(args, config) -> int:
+    from core.presence import DEFAULT_MEDIAN_WEIGHT
+
+    w = DEFAULT_MEDIAN_WEIGHT if args.median_weight is None else args.median_weight
+    if not 0.0 <= w <= 1.0:
+        raise UsageError(f"--median-weight {args.median_weight}: expected a number in [0, 1]")
+    d = _models_dir(args, config)
+    if args.map is not None:
+        if args.worlds is not None:
+            raise UsageError("give --map (with --present and --absent) or --worlds, not both")
+        if args.present is None or args.absent is None:
+            raise UsageError("--map needs --present 'A; B' and --absent 'C; D' (the landmarks known in and not in it)")
+        return _calibrate_map(args, config, d, w)
+    if args.present is not None or args.absent is not None:
+        raise UsageError("--present and --absent go with --map; --worlds labels the landmarks from the world files")
+    return _calibrate_worlds(args, config, d, w)
+
+
+def _calibrate_map(args, config, d: Path, w: float) -> int:
     from core.mapstore import MapError, open_map
-    from models.clip import calibrate_min_cosine, ground_landmarks, open_clip_model
+    from core.presence import PresenceRule, choose_threshold, confusion
+    from models.clip import ground_landmarks, open_clip_model
+    from models.grounding_calibration import write_calibration
 
     present = _split_landmarks(args.present, "--present")
     absent = _split_landmarks(args.absent, "--absent")
-    d = _models_dir(args, config)
     clip = open_clip_model(d, config=config)
     try:
         with open_map(args.map) as topomap:
@@ -487,19 +530,141 @@ def _calibrate(args, config) -> int:
             n = len(topomap.nodes)
     except (MapError, OSError) as exc:
         raise UsageError(f"--map {args.map}: {exc}") from exc
-    g = ground_landmarks(clip, present + absent, emb, node, n_nodes=n, min_cosine=-1.0)
-    res = calibrate_min_cosine(g.best_cosine[: len(present)], g.best_cosine[len(present):])
-    res["landmarks"] = {lm: {"best_cosine": round(float(c), 4), "best_node": int(b), "known": k}
-                        for lm, c, b, k in zip(present + absent, g.best_cosine, g.best_node,
-                                               ["present"] * len(present) + ["absent"] * len(absent))}
+    g = ground_landmarks(clip, present + absent, emb, node, n_nodes=n,
+                         presence=PresenceRule(threshold=-2.0, median_weight=w))
+    k = len(present)
+    res = choose_threshold(g.presence_score[:k], g.presence_score[k:])
+    res["median_weight"] = w
+    raw = choose_threshold(g.best_cosine[:k], g.best_cosine[k:])
+    res["raw_cosine_threshold"] = raw["threshold"]  # the old suggestion for [models] landmark_min_cosine
+    res["config_fallback"] = confusion(g.best_cosine[:k], g.best_cosine[k:], config.models.landmark_min_cosine)
+    res["landmarks"] = {lm: {"presence_score": round(float(sc), 4), "best_cosine": round(float(c), 4),
+                             "median_cosine": round(float(m), 4), "best_node": int(b), "known": kn}
+                        for lm, sc, c, m, b, kn in zip(present + absent, g.presence_score, g.best_cosine,
+                                                       g.median_cosine, g.best_node,
+                                                       ["present"] * k + ["absent"] * len(absent))}
+    refusal = None
+    if args.write:
+        if len(present) < 20 or len(absent) < 20:
+            refusal = (f"only {len(present)} present and {len(absent)} absent landmarks (at least 20 of each are "
+                       "needed to write a calibration)")
+        elif res["balanced_accuracy"] <= res["config_fallback"]["balanced_accuracy"]:
+            refusal = "no better than the uncalibrated [models] landmark_min_cosine rule on these landmarks"
+        else:
+            res["written"] = str(write_calibration(d, {
+                "statistic": "best_cosine - median_weight * median_cosine over the map's nodes (core.presence)",
+                "median_weight": w, "threshold": res["threshold"], "rule": "maximum balanced accuracy",
+                "material": f"map file {Path(args.map).name} with landmarks given as present / absent (in-sample)",
+                "calibrated_by": "robot-app models calibrate-grounding --map",
+                "figures": {"chosen": {k2: v for k2, v in res.items() if k2 != "landmarks"}}},
+                image_file=config.models.clip_image_file, text_file=config.models.clip_text_file))
+        res["not_written"] = refusal
     if args.json:
         print(json.dumps(res, indent=2))
     else:
         for lm, r in res["landmarks"].items():
-            print(f"  {r['known']:<8} {r['best_cosine']:+.4f} (node {r['best_node']})  {lm}")
-        print(f"landmark_min_cosine = {res['threshold']}  # balanced accuracy {res['balanced_accuracy']:.2f}; "
-              f"put it under [models] in the config")
-    return 0
+            print(f"  {r['known']:<8} presence {r['presence_score']:+.4f} (best cosine {r['best_cosine']:+.4f} at node "
+                  f"{r['best_node']}, median {r['median_cosine']:+.4f})  {lm}")
+        print(f"threshold {res['threshold']} on best - {w:g} x median (balanced accuracy "
+              f"{res['balanced_accuracy']:.2f}; on these landmarks only); the raw best cosine alone would need "
+              f"{raw['threshold']}")
+        print(f"written: {res['written']}" if "written" in res else
+              (f"NOT written: {refusal}" if refusal else "not written (--write records it for these model files)"))
+    return 1 if refusal else 0
+
+
+def _calibrate_worlds(args, config, d: Path, w: float) -> int:
+    from robot_app.extras import require
+
+    require("sim", what="models calibrate-grounding --worlds (the simulated world)")
+    from models.grounding_calibration import write_calibration
+    from robot_app.sim.eval import EvalError
+    from robot_app.sim.grounding_calib import (
+        CalibrationSettings,
+        calibration_doc,
+        run_grounding_calibration,
+        write_refusal,
+    )
+    from robot_app.sim.world import WorldError, load_world
+
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out}: exists and is not a folder")
+    worlds = tuple(args.worlds or ("campus", "industrial"))
+    for wname in worlds:  # every world file checked before the long part starts
+        try:
+            load_world(wname)
+        except WorldError as exc:
+            raise UsageError(f"--worlds: {exc}") from exc
+    print(f"calibrate-grounding: mapping {len(worlds)} world(s) ({', '.join(worlds)}); explorations and maps are "
+          f"cached in {args.out}", file=sys.stderr)
+    settings = CalibrationSettings(worlds=worlds, out_dir=str(args.out), models_dir=str(d), seed=args.seed,
+                                   quick=args.quick, median_weight=w, progress=not args.json)
+    try:
+        report = run_grounding_calibration(settings, config)
+    except (WorldError, EvalError, ValueError) as exc:
+        raise UsageError(str(exc)) from exc
+    refusal = write_refusal(report["summary"]) if args.write else None
+    if args.write:
+        if refusal is None:
+            report["written"] = str(write_calibration(d, calibration_doc(report),
+                                                      image_file=config.models.clip_image_file,
+                                                      text_file=config.models.clip_text_file))
+        report["not_written"] = refusal
+    path = args.out / "calibrate-grounding.json"
+    path.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    report["report"] = str(path)
+    if args.json:
+        print(json.dumps({k: v for k, v in report.items() if k != "samples"}, indent=2))
+    else:
+        print(format_calibration(report))
+        if args.write:
+            print(f"written: {report['written']}" if refusal is None else f"NOT written: {refusal}")
+        else:
+            print("not written (--write records the threshold for these model files)")
+        print(f"report (every sample): {path}")
+    return 1 if refusal else 0
+
+
+def _pct(c: dict | None, key: str) -> str:
+    if not c:
+        return "-"
+    n, k = (c["present"], c["present_flagged"]) if key == "present" else (c["absent"], c["absent_flagged"])
+    return f"{k}/{n} ({100 * k / n:.0f} %)"
+
+
+def format_calibration(report: dict) -> str:
+    """The human-readable figures of ``robot-app models calibrate-grounding --worlds``."""
+    s = report["summary"]
+    c = s["chosen"]
+    lines = [f"{report['clip_model']}: figures on {report['material']}"]
+    for wname, wr in report["worlds"].items():
+        for e, x in wr["explorations"].items():
+            left = f"; left out: {', '.join(x['left_out_categories'])}" if x["left_out_categories"] else ""
+            lines.append(f"  map {wname}/{e}: {x['nodes']} nodes, {x['present']} present and {x['absent']} absent "
+                         f"phrases{left}")
+    lines += [f"presence score = best node cosine - {s['median_weight']:g} x the map's median cosine (core.presence)",
+              f"threshold {c['threshold']} (maximum balanced accuracy):",
+              f"  present landmark phrases flagged 'not in the map': {_pct(c, 'present')}",
+              f"  absent landmark phrases flagged:                   {_pct(c, 'absent')}",
+              f"  balanced accuracy {c['balanced_accuracy']:.3f}",
+              "  by kind of phrase (flagged):"]
+    for kind, r in s["by_kind"].items():
+        lines.append(f"    {kind:<50} {r['flagged']}/{r['n']} ({100 * r['flagged_rate']:.0f} %)")
+    for wname, r in s["by_world"].items():
+        lines.append(f"  {wname}: present flagged {_pct(r, 'present')}, absent flagged {_pct(r, 'absent')}")
+    for wname, r in s.get("leave_one_world_out", {}).items():
+        lines.append(f"  {wname} left out (threshold {r['threshold']} chosen on the others): present flagged "
+                     f"{_pct(r, 'present')}, absent flagged {_pct(r, 'absent')}, balanced accuracy "
+                     f"{r['balanced_accuracy']:.3f}")
+    a95, raw, fb = s["absent_95"], s["raw_cosine_best"], s["config_fallback"]
+    lines += [f"to flag 95 % of the absent: threshold {a95['threshold']}, present flagged {_pct(a95, 'present')}",
+              f"raw best cosine alone: best threshold {raw['threshold']}, balanced accuracy "
+              f"{raw['balanced_accuracy']:.3f}",
+              f"uncalibrated rule (raw best cosine >= [models] landmark_min_cosine {fb['threshold']:g}): present "
+              f"flagged {_pct(fb, 'present')}, absent flagged {_pct(fb, 'absent')}, balanced accuracy "
+              f"{fb['balanced_accuracy']:.3f}",
+              f"({report['wall_s']:.0f} s)"]
+    return "\n".join(lines)
 
 
 def _bench(args, config) -> int:

@@ -78,7 +78,10 @@ def _plan(args, config) -> int:
             raise UsageError(str(exc)) from exc
         summary = planned.describe(m)
         if grounding is not None:
+            from robot_app.route.grounding_service import mark_found
+
             summary["grounding"] = grounding
+            mark_found(summary, grounding)
         if args.plot:
             from robot_app.plots import plot_walk
 
@@ -97,22 +100,41 @@ def _plan(args, config) -> int:
     return 0 if summary["status"] == "ok" else 1
 
 
+def _fmt(x) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _print_absent(s: dict) -> None:
+    """The landmarks judged not in the map, in whole words, and by which rule."""
+    g = s.get("grounding")
+    if not g or not s.get("absent_landmarks"):
+        return
+    rule = g.get("presence_rule", {})
+    how = "calibrated for this model" if rule.get("calibrated") else "NOT calibrated: [models] landmark_min_cosine"
+    print(f"NOT IN THE MAP: {', '.join(s['absent_landmarks'])}")
+    print(f"  (presence score below {rule.get('threshold')}, {how}); the walk below still goes to the best "
+          "match: rephrase, or confirm on the screen before Go")
+
+
 def _print_human(s: dict) -> None:
+    _print_absent(s)  # first: the operator must not miss it
     if s["status"] != "ok":
         print(f"no walk: from the start node no walk reaches all landmarks in order ({s['status']})")
         return
     print(f"{s['planner']} walk: {len(s['nodes'])} nodes, {s['length_steps']:.0f} time steps "
           f"(~{s['length_m']:.0f} m), objective J = {s['objective']:.3f} (alpha {s['alpha']})")
-    flags = {g["name"]: g for g in s.get("grounding", {}).get("landmarks", [])}
+    flags = s.get("grounding", {}).get("landmarks", [])
+    flags = flags if len(flags) == len(s["landmarks"]) else [None] * len(s["landmarks"])  # same order
     if "grounding" in s:
         print(f"  landmarks from the {s['grounding']['parser']} parser, grounded with {s['grounding']['clip_model']}")
     for i, lm in enumerate(s["landmarks"], 1):
-        g = flags.get(lm["name"])
+        g = flags[i - 1]
         note = ""
         if g is not None:
-            note = f"; best cosine {g['best_cosine']:.2f}, top nodes {g['top_nodes']}"
-            if g["not_in_map"]:
-                note += "  <- NOT FOUND WELL IN THE MAP: confirm or rephrase"
+            note = (f"; best cosine {_fmt(g['best_cosine'])}, presence score {_fmt(g['presence_score'])}, top nodes "
+                    f"{g['top_nodes']}")
+            if not g["found"]:
+                note += "  <- NOT IN THE MAP: confirm or rephrase"
         print(f"  {i}. {lm['name']}: node {lm['node']} (walk position {lm['position']}, "
               f"{lm['lat_deg']:.6f}, {lm['lon_deg']:.6f}), log-likelihood {lm['logp']:.2f}{note}")
     if "plot" in s:

@@ -29,7 +29,7 @@ from robot_app.mapping.map_build import HEADINGS_METHOD, decode_jpeg
 from robot_app.nav.gps import GpsNavigator
 from robot_app.nav.policy import FAILED, Outcome
 from robot_app.nav.vnm import VnmNavigator
-from robot_app.route.grounding_service import ground_instruction
+from robot_app.route.grounding_service import ground_instruction, mark_found
 from robot_app.route.planning import PLANNERS, PlanningError, plan_on_map
 
 log = logging.getLogger(__name__)
@@ -244,6 +244,7 @@ class MissionExecutive:
             out = planned.describe(m)
             out.update(grounding=info, start=s, instruction=instruction, id=secrets.token_hex(16),
                        start_localisation=self._start_info)
+            mark_found(out, info)
             walk = planned.result.nodes
             if self.safety is not None:
                 self.safety.set_geofence(m.nodes.lat_deg, m.nodes.lon_deg)
@@ -270,7 +271,10 @@ class MissionExecutive:
             log.exception("planning failed")
             self.state, self.message = MissionState.ERROR, f"planning failed: {exc}"
             raise MissionError(self.message) from exc
-        self.state, self.message = MissionState.CONFIRM, "check the landmarks, then press Go"
+        absent = self.plan.get("absent_landmarks") or []
+        self.state, self.message = MissionState.CONFIRM, (
+            f"not in the map: {', '.join(absent)}. Check the landmarks; Go asks to confirm" if absent
+            else "check the landmarks, then press Go")
         return self.plan
 
     # -- driving --------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from models.clip import ground_landmarks, open_clip_model
 from models.sidecar import ModelMissing
 from robot_app.config import nav_options
 from robot_app.mapping.map_build import build_map, decode_jpeg
+from robot_app.route.grounding_service import presence_rule
 from robot_app.route.landmark_parsing import parse_instruction
 from robot_app.sim import model_clip_crops, sim_nav_config, tuned_planner
 from robot_app.sim.eval_drive import DriveParams, SimWalk, drive_walk
@@ -217,6 +218,7 @@ class _Context:
         self.map_heading = np.asarray(n.heading_rad, dtype=np.float64)
         self.csr = topomap.csr()
         self.image_emb, self.image_node = topomap.embeddings(self.clip.model_id)
+        self.presence = presence_rule(config, models_dir)  # "not in the map": calibrated, else landmark_min_cosine
 
     def node_image(self, v: int) -> np.ndarray:
         return decode_jpeg(self.map.images(int(v))[0])
@@ -274,10 +276,13 @@ def _plan_row(ctx: _Context, ins, parse_fn) -> tuple[dict, dict]:
     if ctx.s.grounding == "oracle":
         logp = _oracle_logp(ctx, ins)
     else:
-        logp = ground_landmarks(ctx.clip, landmarks, ctx.image_emb, ctx.image_node, n_nodes=len(ctx.map.nodes),
-                                logit_scale=cfg.planner.logit_scale or None, normalise=cfg.planner.normalise,
-                                min_cosine=cfg.models.landmark_min_cosine,
-                                max_cosine=cfg.planner.max_cosine).log_likelihood
+        g = ground_landmarks(ctx.clip, landmarks, ctx.image_emb, ctx.image_node, n_nodes=len(ctx.map.nodes),
+                             logit_scale=cfg.planner.logit_scale or None, normalise=cfg.planner.normalise,
+                             min_cosine=cfg.models.landmark_min_cosine, max_cosine=cfg.planner.max_cosine,
+                             presence=ctx.presence)
+        logp = g.log_likelihood
+        # every landmark of an instruction is in the world: a flag here is a false alarm the operator would see
+        row["not_in_map"] = [lm for lm, f in zip(landmarks, g.found) if not f]
     walks, row["planners"] = {}, {}
     for name, fn in (("lmnav", plan_walk), ("max-likelihood", plan_max_likelihood)):
         r = fn(*ctx.csr, logp, start, alpha=cfg.planner.alpha)
@@ -425,6 +430,8 @@ def run_sim_eval(settings: EvalSettings, config, rows_fn=None) -> dict:
               "max_cosine": cfg.planner.max_cosine, "max_cosine_source": cap_source,
               "grounding": settings.grounding,
               "logit_scale": cfg.planner.logit_scale or ctx.clip.logit_scale, "normalise": cfg.planner.normalise,
+              "presence_rule": {"threshold": ctx.presence.threshold, "median_weight": ctx.presence.median_weight,
+                                "source": ctx.presence.source},
               "node_spacing_m": cfg.mapping.min_travel_m,
               "parser": settings.parser or cfg.llm.landmark_parser,
               "engine": "local" if rows_fn is None else "ray",

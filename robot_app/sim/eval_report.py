@@ -11,7 +11,10 @@ Metrics (LM-Nav, Shah et al., CoRL 2022, Sec. 5; Tables 1 and 4):
 - execution: ``success_rate`` (plan succeeded AND the drive reached the walk's end), ``reached_rate``,
   disengagements in total and per 100 m driven, executed efficiency ``min(1, intended m / driven m)``
   averaged over the reached drives, the metres GPS drove (``gps_m``, ``gps_share`` of those driven) and
-  the re-plans after a failure (``replans``).
+  the re-plans after a failure (``replans``);
+- grounding: ``landmarks`` parsed from the instructions and ``flagged_not_in_map`` (judged absent from
+  the map by the model's presence rule, :mod:`core.presence`): every landmark of an instruction set is in
+  its world, so each flag is a false alarm the operator would have had to confirm.
 """
 
 from __future__ import annotations
@@ -34,6 +37,11 @@ def summarise(rows: list[dict], *, executed: bool = True) -> dict:
     """Totals over per-instruction rows (see the module docstring for each figure)."""
     valid = [r for r in rows if "error" not in r]
     out = {"instructions": len(rows), "invalid": len(rows) - len(valid), "planning": {}, "execution": {}}
+    judged = [r for r in rows if "not_in_map" in r]
+    if judged:
+        n = sum(len(r["landmarks"]) for r in judged)
+        k = sum(len(r["not_in_map"]) for r in judged)
+        out["grounding"] = {"landmarks": n, "flagged_not_in_map": k, "flagged_rate": round(k / n, 4) if n else None}
     for name in ("lmnav", "max-likelihood"):
         items = [r["planners"][name] for r in valid]
         ok = [it for it in items if it["success"]]
@@ -116,6 +124,11 @@ def format_table(report: dict) -> str:
                 f"{_fmt(e['efficiency_mean']):>6} {_fmt(e.get('gps_share'), True):>6} "
                 f"{e.get('replans', 0):>8}"
             )
+    g = t.get("grounding")
+    if g:
+        rule = report.get("presence_rule", {}).get("source", "?")
+        lines.append(f"\nlandmarks judged not in the map: {g['flagged_not_in_map']} of {g['landmarks']} (all are in "
+                     f"the world: false alarms; rule: {rule})")
     if t["invalid"]:
         lines.append(f"\n{t['invalid']} instruction(s) left out: their truth could not be placed on the map")
     return "\n".join(lines)

@@ -264,6 +264,8 @@ def test_calibrate_grounding_cli_on_a_real_map_file(tmp_path, clip_export_dir, c
     res = json.loads(capsys.readouterr().out)
     assert res["landmarks"]["stop sign"]["best_node"] == 0 and res["landmarks"]["stop sign"]["best_cosine"] > 0.99
     assert res["balanced_accuracy"] == 1.0
-    assert res["landmarks"]["glass building"]["best_cosine"] < res["threshold"] < 0.99
+    lm = res["landmarks"]  # the threshold is on the presence score: best - 0.5 x the map's median cosine
+    assert lm["glass building"]["presence_score"] < res["threshold"] < lm["stop sign"]["presence_score"]
+    assert res["median_weight"] == 0.5 and "raw_cosine_threshold" in res and "written" not in res
     assert main(["models", "calibrate-grounding", "--models", str(clip_export_dir), "--map", str(tmp_path / "m.map"),
                  "--present", " ; ", "--absent", "x"]) == 2

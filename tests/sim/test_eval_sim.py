@@ -363,6 +363,11 @@ def test_tiny_eval_runs_end_to_end_and_reuses_its_cache(tmp_path, tmp_path_facto
             assert 0.0 <= e["efficiency"] <= 1.0
     t = report["totals"]
     assert t["instructions"] == 2 and t["invalid"] == 0
+    # landmarks judged not in the map: every one is in the world, so each flag is a false alarm
+    assert all(set(row["not_in_map"]) <= set(row["landmarks"]) for row in report["instructions"])
+    assert t["grounding"]["landmarks"] == sum(len(row["landmarks"]) for row in report["instructions"])
+    assert t["grounding"]["flagged_not_in_map"] == sum(len(row["not_in_map"]) for row in report["instructions"])
+    assert "threshold" in report["presence_rule"] and "source" in report["presence_rule"]
     for p in t["planning"].values():
         assert 0.0 <= p["success_rate"] <= 1.0 and 0.0 <= p["efficiency_mean_all"] <= 1.0
     assert set(t["execution"]) == {"lmnav-vnm", "lmnav-gps"}
@@ -378,6 +383,7 @@ def test_tiny_eval_runs_end_to_end_and_reuses_its_cache(tmp_path, tmp_path_facto
     assert main(args[:-1] + ["--no-drive", "--limit", "1"]) == 0
     text = capsys.readouterr().out
     assert "LM-Nav search" in text and "max-likelihood" in text and "eval-campus.png" in text
+    assert "landmarks judged not in the map:" in text
     shutil.rmtree(out)
 
 

@@ -212,15 +212,34 @@ function connect() {
   es.onerror = () => { pill($("st-link"), "UI link lost", "bad"); };
 }
 
+// The landmarks of plan p judged not in the map (their names), from the plan or its grounding.
+function absentLandmarks(p) {
+  if (!p) return [];
+  if (p.absent_landmarks) return p.absent_landmarks;
+  return (p.grounding ? p.grounding.landmarks : []).filter((g) => g.found === false).map((g) => g.name);
+}
+
+// Go for a plan with a landmark judged not in the map takes two taps: the first turns Go into "Confirm Go"
+// (for CONFIRM_MS), the second drives.
+const CONFIRM_MS = 10000;
+let goArmed = false, goTimer = null;
+function disarmGo() {
+  goArmed = false;
+  clearTimeout(goTimer);
+  $("go").textContent = "Go";
+  $("go").classList.remove("confirm");
+}
+
 function showPlan(p) {
   const list = $("landmarks");
   list.innerHTML = "";
-  const flags = {};
-  (p.grounding ? p.grounding.landmarks : []).forEach((g) => { flags[g.name] = g; });
-  p.landmarks.forEach((lm) => {
+  disarmGo();
+  const grounded = p.grounding ? p.grounding.landmarks : [];
+  p.landmarks.forEach((lm, i) => {
     const li = document.createElement("li");
-    const g = flags[lm.name];
-    if (g && g.not_in_map) li.className = "warn";
+    const g = grounded.length === p.landmarks.length ? grounded[i] : null;  // the same order
+    const absent = lm.found === false || (g && g.found === false);
+    if (absent) li.className = "absent";
     const img = document.createElement("img");
     img.src = `/api/map/image/${lm.node}`;
     img.onerror = () => { img.style.visibility = "hidden"; };
@@ -228,10 +247,22 @@ function showPlan(p) {
     const cap = document.createElement("div");
     cap.className = "cap";
     cap.textContent = (lm.name === `node ${lm.node}` ? lm.name : `${lm.name} (node ${lm.node})`)
-      + (g ? ` · match ${g.best_cosine.toFixed(2)}` : "") + (g && g.not_in_map ? " - not found well" : "");
-    li.append(img, cap);
+      + (g && typeof g.best_cosine === "number" ? ` · match ${g.best_cosine.toFixed(2)}` : "");
+    const thumb = document.createElement("div");  // the image, with the absent tag over its foot
+    thumb.className = "thumb";
+    thumb.append(img);
+    if (absent) {
+      const tag = document.createElement("div");
+      tag.className = "absent-tag";
+      tag.textContent = "not in the map";
+      thumb.append(tag);
+    }
+    li.append(thumb, cap);
     list.append(li);
   });
+  const absent = absentLandmarks(p);
+  $("absent").hidden = absent.length === 0;
+  $("absent").textContent = absent.length ? `Not in the map: ${absent.join(", ")}. Go asks to confirm.` : "";
   $("message").textContent = `walk of ${p.nodes.length} nodes, ~${Math.round(p.length_m)} m: check, then Go`;
   $("screen-route").classList.add("planned");  // a small screen makes room for the images and Go
   colourBy = -1;
@@ -555,7 +586,7 @@ buildKeyboard();
 $("plan").onclick = async () => {
   hideKeyboard();
   $("message").textContent = "planning…";
-  plan = null; $("go").disabled = true;
+  plan = null; $("go").disabled = true; disarmGo(); $("absent").hidden = true;
   try {
     plan = await post("/api/route/plan", { instruction: $("instruction").value, start: startNode });
     remember($("instruction").value);
@@ -567,6 +598,19 @@ $("plan").onclick = async () => {
   }
 };
 $("go").onclick = async () => {
+  const absent = absentLandmarks(plan);
+  if (absent.length && !goArmed) {  // a landmark judged not in the map: a second tap confirms
+    goArmed = true;
+    $("go").textContent = "Confirm Go";
+    $("go").classList.add("confirm");
+    $("absent").textContent = `Not in the map: ${absent.join(", ")}. Tap Confirm Go to drive anyway.`;
+    goTimer = setTimeout(() => {
+      disarmGo();
+      $("absent").textContent = `Not in the map: ${absent.join(", ")}. Go asks to confirm.`;
+    }, CONFIRM_MS);
+    return;
+  }
+  disarmGo();
   try { await post("/api/route/go", { plan_id: plan.id }); $("message").textContent = "driving"; }
   catch (e) { $("message").textContent = e.message; }
 };
