@@ -23,6 +23,9 @@ def register(sub, groups) -> None:
                     "printed). The models are sim-only stand-ins.")
     p.add_argument("--world", default="campus", help="shipped world name (campus, industrial) or a world .toml file "
                                                      "(default campus)")
+    p.add_argument("--generated", type=int, default=None, metavar="SEED",
+                   help="instead of --world: the world generated from SEED (robot-app sim generate; written to "
+                        "OUT/gen-SEED.toml)")
     p.add_argument("--instruction", default=None,
                    help="route instruction (default: the world's, naming landmarks along the explored route)")
     p.add_argument("--out", default="demo-out", help="report folder (default ./demo-out; its files are replaced)")
@@ -57,8 +60,17 @@ def _demo(args, config) -> int:
     require("sim", what="the demo (it drives in the simulated world)")
     if args.instruction is not None and not args.instruction.strip():
         raise UsageError("--instruction: empty")
+    world = args.world
+    if args.generated is not None:
+        from robot_app.sim.worldgen import generate
+
+        if args.generated < 0:
+            raise UsageError(f"--generated {args.generated}: expected a seed >= 0")
+        world = out / f"gen-{args.generated}.toml"
+        world.write_text(generate(args.generated).text, encoding="utf-8")
+        world = str(world)
     try:
-        ctx = context_for(world=args.world, instruction=args.instruction, out=out, seed=args.seed,
+        ctx = context_for(world=world, instruction=args.instruction, out=out, seed=args.seed,
                           models=args.models, quick=args.quick, config=config, progress_bars=not args.no_progress)
         result = run_demo(ctx)
     except DemoInputError as exc:

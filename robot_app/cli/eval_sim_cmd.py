@@ -74,6 +74,9 @@ def register(sub, groups) -> None:
                     "--out/WORLD.")
     t.add_argument("--world", action="append", default=None,
                    help="shipped world name or .toml file; repeat for several (default: campus and industrial)")
+    t.add_argument("--generated", type=int, default=None, metavar="N",
+                   help="tune on the first N generated worlds of the dev seed range (2000-2099; never trained on or "
+                        "evaluated on) instead of --world; the seeds are recorded in planner-tuning.json")
     t.add_argument("--models", default=None, metavar="DIR",
                    help="models folder (default: the shipped sim models, else [paths] models_dir)")
     t.add_argument("--instructions", type=Path, default=None,
@@ -266,7 +269,18 @@ def _eval_sim_tune(args, config) -> int:
         raise UsageError(f"--instructions {args.instructions}: no such file")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: exists and is not a folder")
-    settings = TuneSettings(worlds=tuple(args.world or ("campus", "industrial")), out_dir=str(args.out),
+    worlds = tuple(args.world or ("campus", "industrial"))
+    if args.generated is not None:
+        from robot_app.sim.generated import materialise
+
+        if args.world:
+            raise UsageError("give --world or --generated, not both")
+        if not 1 <= args.generated <= 100:
+            raise UsageError(f"--generated {args.generated}: must be 1-100 (the dev seed range)")
+        args.out.mkdir(parents=True, exist_ok=True)
+        files = materialise("dev", args.generated, args.out / "worlds", n_instructions=1)
+        worlds = tuple(str(f.world) for f in files)
+    settings = TuneSettings(worlds=worlds, out_dir=str(args.out),
                             instructions=str(args.instructions) if args.instructions else None,
                             models_dir=args.models or None, n=args.n, seed=args.seed,
                             alphas=alphas, max_cosines=caps, logit_scale=args.logit_scale, write=args.write,

@@ -35,6 +35,13 @@ def register(sub, groups) -> None:
     )
     p.add_argument("--world", action="append", default=None, metavar="W",
                    help="shipped world name or world .toml file; repeat for several (default: every shipped world)")
+    p.add_argument("--generated", type=int, default=None, metavar="N",
+                   help="also train on the first N generated worlds of the train seed range (1000-1999; "
+                        "robot_app.sim.worldgen), so that the VLM learns appearance, not place; the seeds are "
+                        "recorded in the sidecar")
+    p.add_argument("--views-per-world", type=int, default=None, metavar="V",
+                   help="VLM training views rendered per world (default 6000, or 300 with --generated)")
+    p.add_argument("--epochs", type=int, default=None, help="VLM training epochs (default 12)")
     p.add_argument("--out", required=True, metavar="DIR", help="models folder to write (created)")
     p.add_argument("--only", choices=PARTS, default=None, help="train one of the two models only")
     p.add_argument("--seed", type=int, default=0, help="seed of poses, drives, initialisation and batches (default 0)")
@@ -78,8 +85,23 @@ def _train_sim(args, config) -> int:
     require("export", "sim", what="models train-sim (workstation only)")
     if args.threads is not None and args.threads < 1:
         raise UsageError(f"--threads: expected >= 1, got {args.threads}")
+    if args.generated is not None and not 1 <= args.generated <= 1000:
+        raise UsageError(f"--generated {args.generated}: must be 1-1000 (the train seed range)")
+    if args.views_per_world is not None and not 10 <= args.views_per_world <= 100_000:
+        raise UsageError(f"--views-per-world {args.views_per_world}: must be 10-100000")
+    if args.epochs is not None and not 1 <= args.epochs <= 200:
+        raise UsageError(f"--epochs {args.epochs}: must be 1-200")
     worlds = _worlds(args.world)
     out = Path(args.out)
+    provenance = None
+    if args.generated:
+        from robot_app.sim.generated import materialise
+        from robot_app.sim.world import load_world
+
+        files = materialise("train", args.generated, out / "train-worlds", n_instructions=1)
+        worlds += [load_world(str(f.world)) for f in files]
+        provenance = {"train_split": "train", "train_seeds": [files[0].seed, files[-1].seed],
+                      "train_shipped_worlds": [w.name for w in worlds if not w.name.startswith("gen-")]}
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
@@ -92,8 +114,11 @@ def _train_sim(args, config) -> int:
 
         log.info("training the sim VLM on %s", ", ".join(report["worlds"]))
         t = time.perf_counter()
+        per_world = args.views_per_world or (300 if args.generated else None)
+        views = None if per_world is None else (per_world, max(20, per_world // 10), max(20, per_world // 15))
         report["vlm"] = train_sim_vlm(worlds, out, seed=args.seed, quick=args.quick, progress=progress,
-                                      threads=args.threads)
+                                      threads=args.threads, views_per_world=views, epochs=args.epochs,
+                                      provenance=provenance)
         report["vlm_wall_s"] = time.perf_counter() - t
     if "vnm" in parts:
         from robot_app.sim.train_vnm import train_sim_vnm

@@ -477,6 +477,12 @@ def write_tuning(models_dir, report: dict) -> Path:
                       for name, w in report["worlds"].items()},
            "clip_image_sha256": _model_digest(d, "clip-image.onnx.json"),
            "vnm_sha256": _model_digest(d, "vnm.onnx.json")}
+    gen = sorted(int(n[4:]) for n in report["worlds"] if n.startswith("gen-") and n[4:].isdigit())
+    if gen:  # generated worlds: the seeds tuned on, checked against the training and test ranges
+        from robot_app.sim.worldgen import split_of
+
+        doc["tuning_seeds"] = gen
+        doc["tuning_splits"] = sorted({split_of(g) or "none" for g in gen})
     path = d / TUNING_FILE
     _write_json(path, doc)
     return path

@@ -321,7 +321,8 @@ def _calibrate_scale(pos_sets) -> float:
 
 
 def train_sim_vlm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: bool = False,
-                  progress: bool = True, threads: int | None = None) -> dict:
+                  progress: bool = True, threads: int | None = None, views_per_world: tuple | None = None,
+                  epochs: int | None = None, provenance: dict | None = None) -> dict:
     """Render, train, export and measure the sim-only stand-in VLM.
 
     Parameters
@@ -340,6 +341,15 @@ def train_sim_vlm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
     threads
         torch intra-op threads (default: half the cores, at most 4; on a busy 2-core machine one thread
         trains about 4x faster than two).
+    views_per_world
+        (train, held-out, calibration) views rendered per world, instead of :data:`FULL` / :data:`CALIB`
+        (many generated worlds: fewer views each, the same total).
+    epochs
+        Training epochs instead of :data:`FULL`'s.
+    provenance
+        Recorded in the image tower's sidecar and the quality file (e.g. the generated worlds' seed range:
+        ``{"train_seeds": [first, last], "train_split": "train"}``), so that tuning and evaluation can be
+        checked against it.
 
     Returns
     -------
@@ -364,8 +374,11 @@ def train_sim_vlm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
     if isinstance(worlds, (str, os.PathLike)) or not worlds:
         raise ValueError(f"worlds: expected a non-empty list of world names or files, got {worlds!r}")
     worlds = [w if hasattr(w, "objects") else load_world(w) for w in worlds]
-    n_train, n_held, epochs = QUICK if quick else FULL
+    n_train, n_held, full_epochs = QUICK if quick else FULL
     n_calib = CALIB[1] if quick else CALIB[0]
+    if views_per_world is not None:
+        n_train, n_held, n_calib = (int(v) for v in views_per_world)
+    epochs = int(epochs) if epochs else full_epochs
     torch.set_num_threads(int(threads) if threads else max(1, min(4, (os.cpu_count() or 2) // 2)))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -391,12 +404,13 @@ def train_sim_vlm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
     quality = _evaluate(open_clip_model(out, warm_up=False), held, worlds, calib)
     extra = {"landmark_min_cosine": quality["min_cosine"]["threshold"], "train_seed": int(seed),
              "train_worlds": [w.name for w in worlds], "quality": "sim-vlm-quality.json",
-             "clip_crops": CROPS}  # the map's crops it was trained on (robot_app.sim.model_clip_crops)
+             "clip_crops": CROPS,  # the map's crops it was trained on (robot_app.sim.model_clip_crops)
+             **(provenance or {})}
     summary = export_sim_vlm(out, model, image_size=IMAGE_SIZE, text_encoder=text_encoder, tokenizer=tokenizer,
                              logit_scale=quality["logit_scale"], reference_images=ref_images, extra_params=extra,
                              reuse_text=first["text"])
     quality.update(
-        sim_only=True, quick=bool(quick), seed=int(seed), worlds=[w.name for w in worlds],
+        sim_only=True, quick=bool(quick), seed=int(seed), worlds=[w.name for w in worlds], **(provenance or {}),
         train_views=len(train), held_out_views=len(held), calibration_views=len(calib),
         epochs=epochs, image_size=IMAGE_SIZE, clip_crops=CROPS, crop_weights=list(CROP_WEIGHTS),
         train_positive_per_category={c: int(v) for c, v in zip(CATEGORIES, (train.labels == 1).sum(axis=0))},
