@@ -408,7 +408,10 @@ def run_sim_tune(settings: TuneSettings, config, grid_fn=None) -> dict:
                              truth=settings.truth, progress=settings.progress)
         wout = Path(es.out_dir)
         wout.mkdir(parents=True, exist_ok=True)
-        ipath = Path(settings.instructions) if settings.instructions else shipped_instructions(world.name)
+        sibling = Path(wname).with_name(f"{Path(wname).stem}-instructions.json")  # a generated world's set
+        ipath = (Path(settings.instructions) if settings.instructions
+                 else sibling if Path(wname).suffix == ".toml" and sibling.is_file()
+                 else shipped_instructions(world.name))
         iset = load_instructions(ipath, world=world)  # its exploration route only, never its instructions
         log_dir, info, _ = ev._explore(world, iset, es, wout)
         map_path, _, _ = ev._build(log_dir, models_dir, cfg, info["key"], wout, settings.progress)

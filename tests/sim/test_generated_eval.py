@@ -1,0 +1,52 @@
+"""Generated worlds on disk for a split (robot_app.sim.generated) and ``eval sim --generated N --seed-range``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from robot_app.cli import main
+from robot_app.sim.eval_instructions import load_instructions
+from robot_app.sim.generated import materialise
+from robot_app.sim.world import load_world
+from robot_app.sim.worldgen import SEED_RANGES
+
+
+def test_materialise_writes_the_splits_first_seeds_reproducibly(tmp_path):
+    files = materialise("dev", 2, tmp_path, n_instructions=3)
+    assert [f.seed for f in files] == list(SEED_RANGES["dev"][:2]) and all(f.split == "dev" for f in files)
+    w = load_world(str(files[0].world))
+    iset = load_instructions(files[0].instructions, world=w)
+    assert w.name == "gen-2000" and 1 <= len(iset.instructions) <= 3 and len(iset.route) >= 2
+    stamp = files[0].world.stat().st_mtime_ns
+    again = materialise("dev", 2, tmp_path, n_instructions=3)
+    assert again == files and files[0].world.stat().st_mtime_ns == stamp  # unchanged files are not rewritten
+    with pytest.raises(ValueError, match="not there"):
+        materialise("test", 101, tmp_path)
+    with pytest.raises(KeyError, match="unknown seed split"):
+        materialise("nope", 1, tmp_path)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--world", "campus", "--generated", "2"], "not both"),
+    ([], "give --world W or --generated N"),
+    (["--generated", "500"], "must be 1-100"),
+    (["--generated", "1", "--instructions", "x.json"], "bring their own instruction sets"),
+])
+def test_eval_sim_generated_refuses_bad_arguments_in_one_line(tmp_path, capsys, argv, words):
+    if "x.json" in argv:
+        (tmp_path / "x.json").write_text("{}")
+        argv = [a if a != "x.json" else str(tmp_path / "x.json") for a in argv]
+    assert main(["eval", "sim", *argv, "--out", str(tmp_path / "o"), "--no-drive"]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.slow
+def test_eval_sim_on_one_generated_dev_world_pools_its_report(tmp_path, capsys):
+    assert main(["eval", "sim", "--generated", "1", "--seed-range", "dev", "--no-drive", "--limit", "3",
+                 "--out", str(tmp_path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["split"] == "dev" and doc["seeds"] == [2000] and not doc["unseen"]
+    assert doc["totals"]["lmnav"]["instructions"] == 3 and doc["worlds_evaluated"] == 1
