@@ -451,7 +451,8 @@ class MissionExecutive:
             self.state, self.message = MissionState.STOPPED, reason
 
     def release_stop(self) -> None:
-        """Release the STOP: the base's e-stop latch, then the command multiplexer's STOP slot."""
+        """Release the STOP: the base's e-stop latch, then the command multiplexer's STOP slot. A route planned
+        while the stop was latched stays to confirm (the touchscreen held its Go until this release)."""
         if self.sensors.base is None:
             self.commands.release_stop()
             raise MissionError("no robot base")
@@ -460,7 +461,11 @@ class MissionExecutive:
         except Exception as exc:  # noqa: BLE001 - e.g. the hardware stop loop still open
             raise MissionError(str(exc)) from exc
         self.commands.release_stop()
-        self.state, self.message = MissionState.IDLE, "e-stop released"
+        if self.state == MissionState.CONFIRM and self.plan is not None:
+            if not self.message.startswith("e-stop released"):
+                self.message = f"e-stop released: {self.message}"
+        else:
+            self.state, self.message = MissionState.IDLE, "e-stop released"
 
     async def close(self) -> None:
         if self._nav_task is not None and not self._nav_task.done():

@@ -32,7 +32,7 @@ async function askPin() {
   const r = await fetch("/api/session", { method: "POST", headers: { "Content-Type": "application/json" },
                                           body: JSON.stringify({ pin }) });
   const data = await r.json().catch(() => ({}));
-  if (!r.ok || !data.token) { $("message").textContent = data.error || "wrong PIN"; return false; }
+  if (!r.ok || !data.token) throw new Error(data.error || "wrong PIN");  // the command's refusal says it
   token = data.token;
   sessionStorage.setItem("robot_token", token);
   document.cookie = `robot_token=${token}; SameSite=Strict; path=/`;
@@ -47,6 +47,50 @@ async function post(path, body, retried) {
   if (!r.ok) throw new Error(data.error || r.statusText);
   return data;
 }
+
+// Refusals: a command the robot refused (any non-2xx answer) says why, in words, in the message area of the
+// screen it was pressed on, and stays there until the operator acts again on that screen (presses a button,
+// edits a field) or REFUSAL_MS pass; meanwhile the status stream's messages (say) are kept, not shown, and
+// come back when the refusal goes. Every command goes through command(), so no handler does this itself.
+const REFUSAL_MS = 10000;
+const MESSAGE_AREA = { route: "message", map: "map-hint", task: "task-message", record: "rec-message",
+                       status: "status-message" };
+const refusalTimers = {};  // message area id -> the timer that ends its refusal
+function activeScreen() { return document.querySelector(".screen.active").id.replace("screen-", ""); }
+function say(id, text) {
+  const el = $(id);
+  el.dataset.said = text;
+  if (!(id in refusalTimers)) el.textContent = text;
+}
+function refuse(id, text) {
+  clearRefusal(id);
+  const el = $(id);
+  el.textContent = text;
+  el.classList.add("refused");
+  refusalTimers[id] = setTimeout(() => clearRefusal(id), REFUSAL_MS);
+}
+function clearRefusal(id) {
+  if (!(id in refusalTimers)) return;
+  clearTimeout(refusalTimers[id]);
+  delete refusalTimers[id];
+  const el = $(id);
+  el.classList.remove("refused");
+  el.textContent = el.dataset.said || "";
+}
+// el's tap runs fn (async; it throws on a refusal); `what` names the command in the refusal ("Go refused: ...")
+function command(el, what, fn) {
+  el.onclick = async (ev) => {
+    const area = MESSAGE_AREA[activeScreen()];
+    clearRefusal(area);
+    try { await fn(ev); } catch (e) { refuse(area, `${what}: ${e.message}`); }
+  };
+}
+// acting again on a screen (a button, a key of the on-screen keyboard, an edit) ends its refusal
+Object.entries(MESSAGE_AREA).forEach(([screen, id]) => {
+  const sec = $("screen-" + screen);
+  sec.addEventListener("click", (ev) => { if (ev.target.closest("button")) clearRefusal(id); }, true);
+  sec.addEventListener("input", () => clearRefusal(id));
+});
 
 function pill(el, text, cls) { el.textContent = text; el.className = "pill " + (cls || ""); }
 
@@ -154,9 +198,11 @@ function showStatus(s) {
   if (s.task && s.task.state === "running" && s.mission.state !== "running") {  // a task between its drives
     pill($("st-mode"), s.task.question ? "task: your turn" : "task running", s.task.question ? "warn" : "ok");
   }
-  if (s.mission.message) $("message").textContent = s.mission.message;
-  if (s.safety) { pill($("st-mode"), "SAFETY: " + s.safety.kind, "bad"); $("message").textContent = s.safety.message; }
-  $("go").disabled = !(plan && s.mission.state === "confirm");
+  if (s.mission.message) say("message", s.mission.message);
+  if (s.safety) { pill($("st-mode"), "SAFETY: " + s.safety.kind, "bad"); say("message", s.safety.message); }
+  goHeld = s.estop_latched ? "e-stop latched: release it first"
+    : s.hardware_estop ? "hardware stop pressed: release it first" : "";
+  showGo(Boolean(plan && s.mission.state === "confirm"));
   showDriving(s);
   const sub = s.mission.progress && s.mission.progress.subgoal_node;
   $("subgoal").hidden = sub === undefined || sub === null;
@@ -180,7 +226,7 @@ function showStatus(s) {
       (e.observation && e.step ? " (" + e.observation + ")" : "");
     $("task-trace").append(li);
   });
-  $("task-message").textContent = t.message || "";
+  say("task-message", t.message || "");
   $("task-question").hidden = !t.question;
   if (t.question) { $("task-question-text").textContent = t.question.text; $("task-question").dataset.id = t.question.id; }
   const learned = t.awaiting_approval || [];
@@ -201,14 +247,15 @@ function showStatus(s) {
   const r = s.recording;
   const saved = r.last_saved ? `saved ${r.last_saved.log}: ${r.last_saved.frames} frames. ` : "";
   // a recording that stopped by itself (full disk) says why until the next recording starts
-  $("rec-message").textContent = (r.recording ? `recording ${r.recording}: ${r.frames} frames. `
-    : (r.stopped ? `${r.stopped}. ` : saved)) + (r.build.message || "");
+  say("rec-message", (r.recording ? `recording ${r.recording}: ${r.frames} frames. `
+    : (r.stopped ? `${r.stopped}. ` : saved)) + (r.build.message || ""));
   $("rec-message").classList.toggle("bad", Boolean(r.stopped) && !r.recording);
 }
 
+let statusUpdates = 0;  // status messages received (the browser tests count them)
 function connect() {
   const es = new EventSource("/api/events");
-  es.onmessage = (ev) => showStatus(JSON.parse(ev.data));
+  es.onmessage = (ev) => { statusUpdates++; showStatus(JSON.parse(ev.data)); };
   es.onerror = () => { pill($("st-link"), "UI link lost", "bad"); };
 }
 
@@ -226,8 +273,17 @@ let goArmed = false, goTimer = null;
 function disarmGo() {
   goArmed = false;
   clearTimeout(goTimer);
-  $("go").textContent = "Go";
+  $("go-label").textContent = "Go";
   $("go").classList.remove("confirm");
+}
+// Go while the e-stop is latched (or the hardware stop pressed): disabled, the reason on it; back on release.
+let goHeld = "";  // why Go is held ("" when it is not), from the status stream
+function showGo(planned) {
+  if (goHeld && goArmed) disarmGo();  // a confirmation does not outlive a STOP
+  $("go").disabled = !planned || Boolean(goHeld);
+  $("go").classList.toggle("held", Boolean(goHeld));
+  $("go-why").textContent = goHeld;
+  $("go-why").hidden = !goHeld;
 }
 
 function showPlan(p) {
@@ -263,7 +319,7 @@ function showPlan(p) {
   const absent = absentLandmarks(p);
   $("absent").hidden = absent.length === 0;
   $("absent").textContent = absent.length ? `Not in the map: ${absent.join(", ")}. Go asks to confirm.` : "";
-  $("message").textContent = `walk of ${p.nodes.length} nodes, ~${Math.round(p.length_m)} m: check, then Go`;
+  say("message", `walk of ${p.nodes.length} nodes, ~${Math.round(p.length_m)} m: check, then Go`);
   $("screen-route").classList.add("planned");  // a small screen makes room for the images and Go
   colourBy = -1;
   drawMap();
@@ -481,7 +537,7 @@ $("map-colour").onclick = () => {
 };
 
 // Tap a node on the map: plan the walk to it (works without CLIP), then confirm on the Route screen.
-$("map").onclick = async (ev) => {
+command($("map"), "Plan refused", async (ev) => {
   if (!mapData || dragged) return;
   let best = -1, bestD = 1e9;
   const px = nodePixels();
@@ -493,22 +549,22 @@ $("map").onclick = async (ev) => {
   if (pickingStart) {
     startNode = best; pickingStart = false;
     $("pick-start").classList.remove("active");
-    $("map-hint").textContent = `Start: node ${best}. Tap a node to drive there.`;
+    say("map-hint", `Start: node ${best}. Tap a node to drive there.`);
     drawMap();
     return;
   }
-  try {
-    plan = await post("/api/route/plan", { goal: best, start: startNode });
-    document.querySelector('.tab[data-screen="route"]').click();
-    showPlan(plan);
-    $("go").disabled = false;
-  } catch (e) { $("message").textContent = e.message; }
-};
-window.robotUi = { nodePixel, view: () => ({ ...view }), labelsShown: () => labelsShown, coloured: () => coloured };
+  plan = await post("/api/route/plan", { goal: best, start: startNode });
+  document.querySelector('.tab[data-screen="route"]').click();
+  clearRefusal("message");  // a new plan: an earlier refusal on the Route screen is about the old one
+  showPlan(plan);
+  showGo(true);
+});
+window.robotUi = { nodePixel, view: () => ({ ...view }), labelsShown: () => labelsShown, coloured: () => coloured,
+                   statusUpdates: () => statusUpdates };
 $("pick-start").onclick = () => {
   pickingStart = !pickingStart;
   $("pick-start").classList.toggle("active", pickingStart);
-  $("map-hint").textContent = pickingStart ? "Tap the node where the robot stands." : "Tap a node to drive there.";
+  say("map-hint", pickingStart ? "Tap the node where the robot stands." : "Tap a node to drive there.");
 };
 
 // Recent instructions (kept on this screen's browser) and presets, one tap to reuse
@@ -583,25 +639,26 @@ buildKeyboard();
   });
 });
 
-$("plan").onclick = async () => {
+command($("plan"), "Plan refused", async () => {
   hideKeyboard();
-  $("message").textContent = "planning…";
-  plan = null; $("go").disabled = true; disarmGo(); $("absent").hidden = true;
+  say("message", "planning…");
+  plan = null; showGo(false); disarmGo(); $("absent").hidden = true;
   try {
     plan = await post("/api/route/plan", { instruction: $("instruction").value, start: startNode });
-    remember($("instruction").value);
-    showPlan(plan);
-    $("go").disabled = false;
   } catch (e) {
-    $("message").textContent = e.message; $("landmarks").innerHTML = "";
+    say("message", ""); $("landmarks").innerHTML = "";
     $("screen-route").classList.remove("planned");
+    throw e;
   }
-};
-$("go").onclick = async () => {
+  remember($("instruction").value);
+  showPlan(plan);
+  showGo(true);
+});
+command($("go"), "Go refused", async () => {
   const absent = absentLandmarks(plan);
   if (absent.length && !goArmed) {  // a landmark judged not in the map: a second tap confirms
     goArmed = true;
-    $("go").textContent = "Confirm Go";
+    $("go-label").textContent = "Confirm Go";
     $("go").classList.add("confirm");
     $("absent").textContent = `Not in the map: ${absent.join(", ")}. Tap Confirm Go to drive anyway.`;
     goTimer = setTimeout(() => {
@@ -611,43 +668,29 @@ $("go").onclick = async () => {
     return;
   }
   disarmGo();
-  try { await post("/api/route/go", { plan_id: plan.id }); $("message").textContent = "driving"; }
-  catch (e) { $("message").textContent = e.message; }
-};
-$("stop").onclick = async () => {
-  try { showStatus(await post("/api/stop")); } catch (e) { $("message").textContent = "STOP failed: " + e.message; }
-};
-$("release").onclick = async () => {
-  try { showStatus(await post("/api/release")); } catch (e) { $("message").textContent = e.message; }
-};
-$("task-run").onclick = async () => {
-  try { await post("/api/task/run", { goal: $("task-goal").value }); }
-  catch (e) { $("task-message").textContent = e.message; }
-};
-$("task-stop").onclick = async () => { try { await post("/api/task/stop"); } catch (e) { $("task-message").textContent = e.message; } };
+  await post("/api/route/go", { plan_id: plan.id });
+  say("message", "driving");
+});
+command($("stop"), "STOP failed", async () => showStatus(await post("/api/stop")));
+command($("release"), "Release refused", async () => showStatus(await post("/api/release")));
+command($("task-run"), "Run task refused", () => post("/api/task/run", { goal: $("task-goal").value }));
+command($("task-stop"), "Stop task refused", () => post("/api/task/stop"));
 async function answer(done) {
-  try {
-    await post("/api/task/answer", { id: Number($("task-question").dataset.id), done,
-                                     observation: $("task-observation").value });
-    $("task-observation").value = "";
-  } catch (e) { $("task-message").textContent = e.message; }
+  await post("/api/task/answer", { id: Number($("task-question").dataset.id), done,
+                                   observation: $("task-observation").value });
+  $("task-observation").value = "";
 }
-$("task-done").onclick = () => answer(true);
-$("learned-keep").onclick = async () => { try { await post("/api/task/approve", { keep: true }); } catch (e) { $("task-message").textContent = e.message; } };
-$("learned-drop").onclick = async () => { try { await post("/api/task/approve", { keep: false }); } catch (e) { $("task-message").textContent = e.message; } };
-$("task-failed").onclick = () => answer(false);
-$("rec-start").onclick = async () => {
-  try { await post("/api/record/start", { name: $("log-name").value }); }
-  catch (e) { $("rec-message").textContent = e.message; }
-};
-$("rec-stop").onclick = async () => {
-  try { const r = await post("/api/record/stop"); $("rec-message").textContent = `saved ${r.log}: ${r.frames} frames`; }
-  catch (e) { $("rec-message").textContent = e.message; }
-};
-$("map-build").onclick = async () => {
-  try { await post("/api/map/build", { logs: [$("log-name").value], name: "current" }); }
-  catch (e) { $("rec-message").textContent = e.message; }
-};
+command($("task-done"), "Answer refused", () => answer(true));
+command($("task-failed"), "Answer refused", () => answer(false));
+command($("learned-keep"), "Keep refused", () => post("/api/task/approve", { keep: true }));
+command($("learned-drop"), "Discard refused", () => post("/api/task/approve", { keep: false }));
+command($("rec-start"), "Start recording refused", () => post("/api/record/start", { name: $("log-name").value }));
+command($("rec-stop"), "Stop recording refused", async () => {
+  const r = await post("/api/record/stop");
+  say("rec-message", `saved ${r.log}: ${r.frames} frames`);
+});
+command($("map-build"), "Build map refused",
+        () => post("/api/map/build", { logs: [$("log-name").value], name: "current" }));
 document.querySelectorAll(".tab").forEach((t) => t.onclick = () => {
   document.querySelectorAll(".tab, .screen").forEach((x) => x.classList.remove("active"));
   t.classList.add("active");
@@ -659,10 +702,10 @@ fetch("/api/map").then(async (r) => {
   if (r.ok) {
     mapData = d;
     if (d.verified === false) {  // a format-1 map without content hashes, opened as the config allows
-      $("map-hint").textContent = "UNVERIFIED map: no content hashes, a changed node would not be noticed. Rebuild it.";
+      say("map-hint", "UNVERIFIED map: no content hashes, a changed node would not be noticed. Rebuild it.");
       $("map-hint").classList.add("bad");
     }
-  } else { mapError = d.error || `no map (HTTP ${r.status})`; $("map-hint").textContent = mapError; }
+  } else { mapError = d.error || `no map (HTTP ${r.status})`; say("map-hint", mapError); }
   drawMap();
 });
 connect();
