@@ -48,3 +48,23 @@ def dev_data() -> Path:
     """``tests/data``: the real NMEA captures, the landmark development set, the LASP cases
     (``tests/data/README.md`` lists them with their licences)."""
     return DATA_DIR
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path):
+    """A real 1 MB tmpfs mounted for the test (a full disk in seconds); skipped, with the reason, where the
+    test may not mount one (mounting needs root: CI runs as root)."""
+    import subprocess
+    import uuid
+
+    mnt = tmp_path / f"tmpfs-{uuid.uuid4().hex[:8]}"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a 1 MB tmpfs needs root (CI runs as root)")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip() or r.returncode}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

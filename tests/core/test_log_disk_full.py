@@ -6,8 +6,6 @@ further samples. Two ways to fill the disk: SQLite's own page limit (every machi
 from __future__ import annotations
 
 import os
-import subprocess
-import uuid
 
 import pytest
 
@@ -52,21 +50,6 @@ def test_a_full_database_keeps_every_committed_row_and_a_valid_chain(tmp_path, c
     w.close()  # no write, no error
     _check_committed_part(folder, capsys)
     assert count_rows(folder, "frames") <= added
-
-
-@pytest.fixture
-def tiny_tmpfs(tmp_path):
-    mnt = tmp_path / f"tmpfs-{uuid.uuid4().hex[:8]}"
-    mnt.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a 1 MB tmpfs needs root (CI runs as root)")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip() or r.returncode}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def test_a_full_tmpfs_keeps_every_committed_row_and_a_valid_chain(tiny_tmpfs, tmp_path, capsys):

@@ -7,13 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import shutil
-import subprocess
-import uuid
 
 import aiohttp
-import pytest
 
 from core.tlog import verify_log
 from firmware_bridge.sim.devices import SimulatedDevices
@@ -22,21 +18,6 @@ from robot_app.commands import Source
 from robot_app.config import Config
 from robot_app.service.app import App
 from tests.robot_app.test_record_a_map import ORIGIN, write_video
-
-
-@pytest.fixture
-def tiny_disk(tmp_path):
-    mnt = tmp_path / f"disk-{uuid.uuid4().hex[:8]}"
-    mnt.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a 1 MB tmpfs needs root (CI runs as root)")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip() or r.returncode}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def _free_kb(path) -> float:
@@ -53,10 +34,10 @@ async def _until_stopped(http, url, max_polls: int = 600) -> dict:
     raise AssertionError(f"the recording never stopped by itself: {st}")
 
 
-def test_a_full_disk_stops_the_recording_cleanly_and_keeps_a_valid_log(tmp_path, tiny_disk, capsys):
+def test_a_full_disk_stops_the_recording_cleanly_and_keeps_a_valid_log(tmp_path, tiny_tmpfs, capsys):
     video = tmp_path / "cam.avi"
     write_video(video, n=300)
-    logs = tiny_disk / "logs"
+    logs = tiny_tmpfs / "logs"
     logs.mkdir()
     base = Config()
     ports = tmp_path / "ports"
@@ -84,7 +65,7 @@ def test_a_full_disk_stops_the_recording_cleanly_and_keeps_a_valid_log(tmp_path,
                     assert r.status == 409 and "almost full" in (await r.json())["error"]
                     assert not (logs / "drive0").exists()
                     # 2. a reserve of 300 kB with about 500 kB free: the recording stops itself at the reserve
-                    (tiny_disk / "filler").write_bytes(b"\0" * int((_free_kb(tiny_disk) - 500) * 1e3))
+                    (tiny_tmpfs / "filler").write_bytes(b"\0" * int((_free_kb(tiny_tmpfs) - 500) * 1e3))
                     app.recording.config = dataclasses.replace(
                         cfg, mapping=dataclasses.replace(cfg.mapping, record_reserve_mb=0.3))
                     assert (await http.post(url + "/api/record/start", json={"name": "drive1"})).status == 200
