@@ -46,6 +46,8 @@ def register(sub, groups) -> None:
                          "process over DDS on the loopback interface (the ros2 extra); both: one after the other")
     ss.add_argument("--speeds", default="1,2", help="comma-separated speeds in m/s (default 1,2)")
     ss.add_argument("--trials", type=int, default=20, help="trials per speed (default 20)")
+    ss.add_argument("--load", type=int, default=0, metavar="N",
+                    help="run N busy processes (one core each) while measuring, e.g. 2 on the robot's 2 cores")
     ss.add_argument("--json", action="store_true", help="print the figures as JSON")
     ss.set_defaults(func=_bench_stale_stop)
 
@@ -139,13 +141,19 @@ def _bench_stale_stop(args, config) -> int:
         from robot_app.extras import require
 
         require("ros2", what="bench stale-stop --backend ros2")
+    from robot_app.bench.load import cpu_hogs
+
+    if not 0 <= args.load <= 64:
+        raise UsageError(f"--load {args.load}: expected 0-64 busy processes")
     results = []
-    for backend in backends:
-        try:
-            results.append(stale_stop.run(config, speeds=speeds, trials=args.trials, backend=backend,
-                                          progress=lambda msg: print(f"bench stale-stop: {msg}", file=sys.stderr)))
-        except ValueError as exc:
-            raise UsageError(str(exc)) from exc
+    with cpu_hogs(args.load):
+        for backend in backends:
+            try:
+                results.append(stale_stop.run(config, speeds=speeds, trials=args.trials, backend=backend,
+                                              progress=lambda msg: print(f"bench stale-stop: {msg}", file=sys.stderr)))
+            except ValueError as exc:
+                raise UsageError(str(exc)) from exc
+            results[-1]["cpu_hogs"] = args.load
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else {r["backend"]: r for r in results}, indent=2))
     else:

@@ -295,6 +295,7 @@ figure{{display:inline-block;margin:0 1em 1em 0}}code{{font-size:11px}}.bad{{col
 <code>{esc(str(ctx.models_dir))}</code>),
 seed {ctx.seed}{', quick' if ctx.quick else ''}. Instruction: <i>{esc(ctx.scenario.instruction)}</i></p>
 {_failure(summ)}
+{_provenance_html(ctx)}
 <h2>Metrics (LM-Nav Sec. 5)</h2>{_table(metrics)}
 <details><summary>What the metrics mean</summary><dl>{defs}</dl></details>
 <h2>Map, planned and driven paths</h2><img src="{png_uri}" style="max-width:100%">
@@ -309,6 +310,46 @@ learned: <code>{esc(json.dumps(task.get('learned', [])))}</code>
 <details open><summary>The LASP trace, step by step</summary><ol>{trace}</ol></details>
 </body></html>
 """
+
+
+#: the figures of the shipped stand-in models on generated worlds they were never trained or tuned on
+#: (``robot-app eval sim --generated N --seed-range test``), kept beside the models
+UNSEEN_EVAL_FILE = "unseen-worlds-eval.json"
+
+
+def provenance(models_dir, world) -> dict:
+    """Whether the stand-in VLM in ``models_dir`` was trained on ``world`` (its sidecar's ``train_worlds``), and
+    the recorded planning figures on unseen generated worlds (:data:`UNSEEN_EVAL_FILE`), where present."""
+    d = Path(models_dir)
+    out: dict = {"world": world.name, "trained_on_world": None, "unseen_eval": None}
+    try:
+        params = json.loads((d / "clip-image.onnx.json").read_text(encoding="utf-8"))["params"]
+        out["trained_on_world"] = world.name in (params.get("train_worlds") or [])
+        out["train_seeds"] = params.get("train_seeds")
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        out["unseen_eval"] = json.loads((d / UNSEEN_EVAL_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def _provenance_html(ctx) -> str:
+    esc = html.escape
+    p = provenance(ctx.models_dir, ctx.world)
+    lines = []
+    u = p.get("unseen_eval") or {}
+    if u.get("lmnav_success_rate") is not None:
+        lines.append(f"On {u.get('worlds')} generated worlds the models were never trained or tuned on, LM-Nav "
+                     f"planning success is <b>{100 * u['lmnav_success_rate']:.0f} %</b> of {u.get('instructions')} "
+                     f"instructions (a perfect category detector: {100 * (u.get('oracle_success_rate') or 0):.0f} %).")
+    if p["trained_on_world"] is True:
+        lines.append(f"The stand-in VLM was trained on this world ({esc(p['world'])}): the figures of this run are "
+                     "on a world it has seen.")
+    elif p["trained_on_world"] is False:
+        lines.append(f"The stand-in VLM never saw this world ({esc(p['world'])}).")
+    return f"<p>{' '.join(lines)}</p>" if lines else ""
 
 
 def _failure(summ: dict) -> str:
