@@ -42,6 +42,8 @@ def register(sub, groups) -> None:
     p.add_argument("--views-per-world", type=int, default=None, metavar="V",
                    help="VLM training views rendered per world (default 6000, or 300 with --generated)")
     p.add_argument("--epochs", type=int, default=None, help="VLM training epochs (default 12)")
+    p.add_argument("--shipped-views", type=int, default=None, metavar="V",
+                   help="with --generated: training views of each --world (default: as --views-per-world)")
     p.add_argument("--out", required=True, metavar="DIR", help="models folder to write (created)")
     p.add_argument("--only", choices=PARTS, default=None, help="train one of the two models only")
     p.add_argument("--seed", type=int, default=0, help="seed of poses, drives, initialisation and batches (default 0)")
@@ -116,6 +118,12 @@ def _train_sim(args, config) -> int:
         t = time.perf_counter()
         per_world = args.views_per_world or (300 if args.generated else None)
         views = None if per_world is None else (per_world, max(20, per_world // 10), max(20, per_world // 15))
+        if views is not None and args.shipped_views:
+            if not 10 <= args.shipped_views <= 100_000:
+                raise UsageError(f"--shipped-views {args.shipped_views}: must be 10-100000")
+            sv = args.shipped_views
+            views = {"*": views, **{w.name: (sv, max(20, sv // 10), max(20, sv // 15)) for w in worlds
+                                    if not w.name.startswith("gen-")}}
         report["vlm"] = train_sim_vlm(worlds, out, seed=args.seed, quick=args.quick, progress=progress,
                                       threads=args.threads, views_per_world=views, epochs=args.epochs,
                                       provenance=provenance)

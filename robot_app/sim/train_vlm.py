@@ -127,9 +127,12 @@ CROPS = 3
 CROP_WEIGHTS = (0.25, 0.5, 0.25)
 
 
-def _render(worlds, n_per_world: int, *, seed: int, bar, targeted_fraction: float = 0.4) -> ViewSet:
+def _render(worlds, n_per_world, *, seed: int, bar, targeted_fraction: float = 0.4) -> ViewSet:
+    """Views of every world: ``n_per_world`` each, or ``n_per_world[i]`` of world i (a sequence)."""
     parts = []
+    counts = [n_per_world] * len(worlds) if np.isscalar(n_per_world) else list(n_per_world)
     for wi, w in enumerate(worlds):
+        n_per_world = int(counts[wi])
         rng = np.random.default_rng([seed, wi, 11])
         poses = sample_poses(w, n_per_world, rng=rng, targeted_fraction=targeted_fraction)
         parts.append(render_views(w, poses, image_size=IMAGE_SIZE, seed=seed * 1000 + wi, sizes=_SIZES,
@@ -343,7 +346,8 @@ def train_sim_vlm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
         trains about 4x faster than two).
     views_per_world
         (train, held-out, calibration) views rendered per world, instead of :data:`FULL` / :data:`CALIB`
-        (many generated worlds: fewer views each, the same total).
+        (many generated worlds: fewer views each, the same total); or a dict of such tuples by world name,
+        with the key ``"*"`` for the worlds it does not name.
     epochs
         Training epochs instead of :data:`FULL`'s.
     provenance
@@ -376,7 +380,10 @@ def train_sim_vlm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
     worlds = [w if hasattr(w, "objects") else load_world(w) for w in worlds]
     n_train, n_held, full_epochs = QUICK if quick else FULL
     n_calib = CALIB[1] if quick else CALIB[0]
-    if views_per_world is not None:
+    if isinstance(views_per_world, dict):
+        per = [tuple(int(v) for v in views_per_world.get(w.name, views_per_world["*"])) for w in worlds]
+        n_train, n_held, n_calib = ([p[k] for p in per] for k in range(3))
+    elif views_per_world is not None:
         n_train, n_held, n_calib = (int(v) for v in views_per_world)
     epochs = int(epochs) if epochs else full_epochs
     torch.set_num_threads(int(threads) if threads else max(1, min(4, (os.cpu_count() or 2) // 2)))
@@ -384,7 +391,8 @@ def train_sim_vlm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     load0 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    with tqdm(total=len(worlds) * (n_train + n_held + n_calib), desc="sim VLM: rendering views", unit="view",
+    total = sum(int(np.sum(n) if not np.isscalar(n) else n * len(worlds)) for n in (n_train, n_held, n_calib))
+    with tqdm(total=total, desc="sim VLM: rendering views", unit="view",
               disable=not progress) as bar:
         train = _render(worlds, n_train, seed=seed, bar=bar)
         held = _render(worlds, n_held, seed=seed + 7919, bar=bar)  # other poses, other sensor noise
