@@ -33,28 +33,38 @@ def write_video(path, n=60, fps=15.0):
     w.release()
 
 
+def app_config(sim, tmp_path, video, *, logs_dir=None, **sections) -> Config:
+    """The app's config against the simulated MCU ``sim``, with ``video`` as its camera, its files under
+    ``tmp_path`` (logs in ``logs_dir`` when given) and the UI on a free port; ``sections`` replace others."""
+    base = Config()
+    return dataclasses.replace(
+        base, serial=dataclasses.replace(base.serial, base_port=str(sim.ports["jackal"])),
+        paths=dataclasses.replace(base.paths, models_dir=str(tmp_path / "models"),
+                                  logs_dir=str(logs_dir or tmp_path / "logs"), maps_dir=str(tmp_path / "maps")),
+        camera=dataclasses.replace(base.camera, source=str(video), fps=15.0),
+        ui=dataclasses.replace(base.ui, port=0, secret_file=""), **sections)
+
+
+async def ui_url_when_up(app) -> str:
+    """Wait until the app's MCU link, touchscreen server and camera are up; returns the UI's base URL."""
+    await app.base.wait_connected(10.0)
+    while not app.ui.port or app.camera.latest is None:
+        await asyncio.sleep(0.05)
+    return f"http://127.0.0.1:{app.ui.port}"
+
+
 def test_record_drive_build_map_and_plan_on_it(tmp_path):
     video = tmp_path / "cam.avi"
     write_video(video)
-    base = Config()
     ports = tmp_path / "ports"
     ports.mkdir()
 
     async def main_():
         async with SimulatedDevices(ports, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
-            cfg = dataclasses.replace(
-                base, serial=dataclasses.replace(base.serial, base_port=str(sim.ports["jackal"])),
-                paths=dataclasses.replace(base.paths, models_dir=str(tmp_path / "models"),
-                                          logs_dir=str(tmp_path / "logs"), maps_dir=str(tmp_path / "maps")),
-                camera=dataclasses.replace(base.camera, source=str(video), fps=15.0),
-                ui=dataclasses.replace(base.ui, port=0, secret_file=""))
-            app = App(cfg)
+            app = App(app_config(sim, tmp_path, video))
             task = asyncio.ensure_future(app.run())
             try:
-                await app.base.wait_connected(10.0)
-                while not app.ui.port or app.camera.latest is None:
-                    await asyncio.sleep(0.05)
-                url = f"http://127.0.0.1:{app.ui.port}"
+                url = await ui_url_when_up(app)
                 async with aiohttp.ClientSession(headers={"X-Robot-Token": app.ui_token}) as http:
                     frame = await http.get(url + "/api/camera/latest")
                     assert frame.status == 200 and (await frame.read())[:2] == b"\xff\xd8"

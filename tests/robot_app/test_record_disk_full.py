@@ -17,7 +17,7 @@ from robot_app.cli import main
 from robot_app.commands import Source
 from robot_app.config import Config
 from robot_app.service.app import App
-from tests.robot_app.test_record_a_map import ORIGIN, write_video
+from tests.robot_app.test_record_a_map import ORIGIN, app_config, ui_url_when_up, write_video
 
 
 def _free_kb(path) -> float:
@@ -39,26 +39,17 @@ def test_a_full_disk_stops_the_recording_cleanly_and_keeps_a_valid_log(tmp_path,
     write_video(video, n=300)
     logs = tiny_tmpfs / "logs"
     logs.mkdir()
-    base = Config()
     ports = tmp_path / "ports"
     ports.mkdir()
 
     async def main_():
         async with SimulatedDevices(ports, gps=False, imu=False, origin_latlon=ORIGIN) as sim:
-            cfg = dataclasses.replace(
-                base, serial=dataclasses.replace(base.serial, base_port=str(sim.ports["jackal"])),
-                paths=dataclasses.replace(base.paths, models_dir=str(tmp_path / "models"), logs_dir=str(logs),
-                                          maps_dir=str(tmp_path / "maps")),
-                camera=dataclasses.replace(base.camera, source=str(video), fps=15.0),
-                mapping=dataclasses.replace(base.mapping, record_reserve_mb=10.0),
-                ui=dataclasses.replace(base.ui, port=0, secret_file=""))
+            cfg = app_config(sim, tmp_path, video, logs_dir=logs,
+                             mapping=dataclasses.replace(Config().mapping, record_reserve_mb=10.0))
             app = App(cfg)
             task = asyncio.ensure_future(app.run())
             try:
-                await app.base.wait_connected(10.0)
-                while not app.ui.port or app.camera.latest is None:
-                    await asyncio.sleep(0.05)
-                url = f"http://127.0.0.1:{app.ui.port}"
+                url = await ui_url_when_up(app)
                 async with aiohttp.ClientSession(headers={"X-Robot-Token": app.ui_token}) as http:
                     # 1. below the reserve: refused in words, nothing written
                     r = await http.post(url + "/api/record/start", json={"name": "drive0"})
