@@ -244,6 +244,10 @@ class MappingConfig:
     min_travel_m: float = _opt(3.0, min=0.0, max=100.0, doc="one node per this distance driven")
     min_dt_s: float = _opt(1.0, min=0.0, max=60.0, doc="nodes at least this far apart in time")
     epsilon_s: float = _opt(2.0, min=0.1, max=60.0, doc="a recording gap longer than this breaks the temporal chain")
+    gps_gap_bridge_s: float = _opt(60.0, min=0.0, max=600.0,
+                                   doc="GPS dropouts up to this long get positions dead-reckoned from the wheel "
+                                       "odometry and closed onto the fixes on either side, so the drive's frames "
+                                       "there become nodes and its chain goes on (core.gps_gaps); 0 = off")
     candidate_k: int = _opt(32, min=1, max=1024, doc="nearest nodes tested with the VNM per node")
     candidate_radius_m: float = _opt(25.0, min=0.1, max=1000.0, doc="GPS radius of candidate pairs")
     tau_steps: float = _opt(0.0, min=0.0, doc="VNM edge threshold in time steps; 0 = 75 % of the trained range "

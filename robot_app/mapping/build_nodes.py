@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from core import graph_build as gb
+from core.gps_gaps import bridge_gps_gaps
 from core.tlog import TraversalLog, frame_positions
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ class BuildNodes:
     xy_m: np.ndarray             # (M, 2) UTM easting/northing in one zone (the first log's)
     heading_rad: np.ndarray      # (M,) yaw CCW from east from the smoothed GPS track (gb.track_headings), NaN unknown
     gap_before: np.ndarray       # (M,) bool: recording gap > epsilon since the previous node of the log
+    dead_reckoned: np.ndarray    # (M,) bool: position dead-reckoned through a GPS dropout (core.gps_gaps)
 
 
 def _utm_xy(lat: np.ndarray, lon: np.ndarray, zone: tuple[int, str] | None):
@@ -70,11 +72,43 @@ def first_fix_zone(logs: Sequence[TraversalLog]) -> tuple[int, str] | None:
     return None
 
 
+def _bridge(tl: TraversalLog, xy: np.ndarray, valid: np.ndarray, lat, lon, zone, max_gap_s: float):
+    """Fill the log's GPS dropouts of at most ``max_gap_s`` from its wheel odometry (core.gps_gaps).
+
+    Returns ``(xy, valid, lat, lon, dead_reckoned)`` with the bridged frames filled in.
+    """
+    dead = np.zeros(valid.shape, dtype=bool)
+    if max_gap_s <= 0 or valid.all():
+        return xy, valid, lat, lon, dead
+    o = tl.odom
+    xy2, dead, gaps = bridge_gps_gaps(tl.frame_t_s, xy, valid, o["t_s"], np.stack([o["x_m"], o["y_m"]], axis=1),
+                                      max_gap_s=max_gap_s)
+    for g in gaps:
+        if g.bridged:
+            log.info("%s: GPS dropout of %.1f s (%.1f m driven) dead-reckoned from odometry, closure %.1f m",
+                     tl.folder, g.duration_s, g.driven_m, g.closure_m)
+        elif not np.isnan(g.duration_s):
+            log.warning("%s: GPS dropout of %.1f s left open (%s): the drive's temporal chain breaks there",
+                        tl.folder, g.duration_s, g.reason)
+    if dead.any():
+        import utm
+
+        la, lo = utm.to_latlon(xy2[dead, 0], xy2[dead, 1], zone[0], zone[1], strict=False)
+        lat, lon = lat.copy(), lon.copy()
+        lat[dead], lon[dead] = la, lo
+    return xy2, valid | dead, lat, lon, dead
+
+
 def select_log_nodes(tl: TraversalLog, li: int, *, zone: tuple[int, str] | None, min_travel_m: float,
-                     min_dt_s: float, epsilon_s: float) -> tuple[tuple | None, tuple[int, str] | None]:
+                     min_dt_s: float, epsilon_s: float,
+                     bridge_gap_s: float = 0.0) -> tuple[tuple | None, tuple[int, str] | None]:
     """Nodes of one log (frames with a GPS position, subsampled by travel), projected into UTM ``zone``.
 
-    Returns ``(part, zone)``: ``part`` the 8 arrays of :class:`BuildNodes` for this log (log index ``li``),
+    ``bridge_gap_s``: GPS dropouts up to this long (s) get dead-reckoned positions from the wheel odometry
+    (:func:`core.gps_gaps.bridge_gps_gaps`), so their frames can be nodes and the temporal chain goes on;
+    0 leaves every dropout open.
+
+    Returns ``(part, zone)``: ``part`` the 9 arrays of :class:`BuildNodes` for this log (log index ``li``),
     or None when no frame has a fix; ``zone`` the one used (the log's own first fix when ``zone`` is None).
     """
     lat, lon, valid = frame_positions(tl)
@@ -84,6 +118,7 @@ def select_log_nodes(tl: TraversalLog, li: int, *, zone: tuple[int, str] | None,
     xy = np.full((lat.size, 2), np.nan)
     xy_valid, zone = _utm_xy(lat[valid], lon[valid], zone)
     xy[valid] = xy_valid
+    xy, valid, lat, lon, dead = _bridge(tl, xy, valid, lat, lon, zone, bridge_gap_s)
     idx = gb.select_nodes(tl.frame_t_s, xy, min_travel_m=min_travel_m, min_dt_s=min_dt_s,
                           odometer_m=_odometer_at(tl))
     ft = tl.frame_t_s
@@ -95,7 +130,7 @@ def select_log_nodes(tl: TraversalLog, li: int, *, zone: tuple[int, str] | None,
     invalid_count = np.cumsum(~valid)
     gap_before[1:] |= invalid_count[idx[1:]] != invalid_count[idx[:-1]]
     heading = gb.track_headings(xy[idx], gap_before)
-    return (np.full(idx.size, li), idx, ft[idx], lat[idx], lon[idx], xy[idx], heading, gap_before), zone
+    return (np.full(idx.size, li), idx, ft[idx], lat[idx], lon[idx], xy[idx], heading, gap_before, dead[idx]), zone
 
 
 def nodes_from_parts(parts: Sequence[tuple | None]) -> BuildNodes:
@@ -109,17 +144,18 @@ def nodes_from_parts(parts: Sequence[tuple | None]) -> BuildNodes:
     parts = [p for p in parts if p is not None]
     if not parts:
         raise ValueError("no log has frames with GPS fixes: nothing to build a map from")
-    cat = [np.concatenate([p[j] for p in parts]) for j in range(8)]
+    cat = [np.concatenate([p[j] for p in parts]) for j in range(9)]
     return BuildNodes(cat[0].astype(np.int64), cat[1].astype(np.int64), *cat[2:5], cat[5].reshape(-1, 2), *cat[6:])
 
 
 def select_build_nodes(logs: Sequence[TraversalLog], *, min_travel_m: float, min_dt_s: float,
-                       epsilon_s: float) -> BuildNodes:
-    """Nodes of every log (frames with a GPS position, subsampled by travel), in one UTM zone (the first fix's)."""
+                       epsilon_s: float, bridge_gap_s: float = 0.0) -> BuildNodes:
+    """Nodes of every log (frames with a GPS position, subsampled by travel), in one UTM zone (the first fix's);
+    ``bridge_gap_s`` as in :func:`select_log_nodes`."""
     parts = []
     zone = None
     for li, tl in enumerate(logs):
         part, zone = select_log_nodes(tl, li, zone=zone, min_travel_m=min_travel_m, min_dt_s=min_dt_s,
-                                      epsilon_s=epsilon_s)
+                                      epsilon_s=epsilon_s, bridge_gap_s=bridge_gap_s)
         parts.append(part)
     return nodes_from_parts(parts)

@@ -52,6 +52,7 @@ class BuildReport:
     gps_floored: int = 0  # VNM edges whose weight the GPS floor raised
     removed_redundant: int = 0
     components: int = 0
+    dead_reckoned_nodes: int = 0  # nodes placed through a GPS dropout from wheel odometry (core.gps_gaps)
     distance_source: str = ""
     clip_model: str | None = None
     #: what the build did without a model, one line each (no VNM: GPS edges; no CLIP: no image embeddings)
@@ -265,7 +266,8 @@ class LocalEngine:
 
     def select_nodes(self, logs: Sequence[TraversalLog], mc) -> BuildNodes:
         """:func:`select_build_nodes` with the ``[mapping]`` thresholds."""
-        return select_build_nodes(logs, min_travel_m=mc.min_travel_m, min_dt_s=mc.min_dt_s, epsilon_s=mc.epsilon_s)
+        return select_build_nodes(logs, min_travel_m=mc.min_travel_m, min_dt_s=mc.min_dt_s, epsilon_s=mc.epsilon_s,
+                                  bridge_gap_s=mc.gps_gap_bridge_s)
 
     def distances(self, vnm, logs, nodes: BuildNodes, pairs: np.ndarray, cache: DistanceCache, *, batch: int,
                   progress: Callable[[int], None]) -> tuple[np.ndarray, int]:
@@ -368,6 +370,7 @@ def _build(engine, log_dirs, out: Path, *, config, models_dir: Path, overwrite: 
     nodes = engine.select_nodes(logs, mc)
     m = nodes.t_s.size
     report.nodes = m
+    report.dead_reckoned_nodes = int(nodes.dead_reckoned.sum())
     vnm = _open_optional("models.vnm:open_vnm", models_dir, config, "VNM") if use_vnm else None
     frame_rate = vnm.frame_rate_hz if vnm is not None else mc.frame_rate_hz
     ts, td, tw = gb.temporal_edges(nodes.t_s, nodes.log_index, nodes.gap_before, frame_rate_hz=frame_rate)
@@ -459,6 +462,7 @@ def _assemble_edges(m: int, temporal, pairs, dist, gps_d, decision, *, source: s
 
 def _build_metadata(log_dirs, mc, *, tau: float, frame_rate: float, report: BuildReport, vnm) -> dict:
     return {"build": {"logs": [str(Path(d)) for d in log_dirs], "epsilon_s": mc.epsilon_s,
+                      "gps_gap_bridge_s": mc.gps_gap_bridge_s,
                       "min_travel_m": mc.min_travel_m, "min_dt_s": mc.min_dt_s, "tau_steps": tau, "eta_m": mc.eta_m,
                       "candidate_k": mc.candidate_k, "candidate_radius_m": mc.candidate_radius_m,
                       "reduction_tolerance": mc.reduction_tolerance, "frame_rate_hz": frame_rate,

@@ -244,7 +244,7 @@ class RayEngine:
         zone = first_fix_zone(logs)
         task = _ray().remote(max_retries=RETRIES)(select_log_nodes)
         refs = [task.remote(tl, li, zone=zone, min_travel_m=mc.min_travel_m, min_dt_s=mc.min_dt_s,
-                            epsilon_s=mc.epsilon_s) for li, tl in enumerate(logs)]
+                            epsilon_s=mc.epsilon_s, bridge_gap_s=mc.gps_gap_bridge_s) for li, tl in enumerate(logs)]
         self._calls["nodes"] += len(refs)
         return nodes_from_parts([part for part, _ in _get(refs)])
 

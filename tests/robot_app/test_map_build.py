@@ -65,10 +65,27 @@ def test_look_alike_place_300_m_away_is_never_joined(tmp_path):
     assert rep.components == 2
 
 
-def test_gps_dropout_breaks_the_temporal_chain(tmp_path):
+def test_gps_dropout_without_odometry_breaks_the_temporal_chain(tmp_path):
     write_synthetic_log(tmp_path / "a", [(0, 0), (60, 0)], gps_dropout=(20.0, 30.0))
     rep = build_map([tmp_path / "a"], tmp_path / "m.map", config=cfg(tmp_path, gps_link_m=1.0))
     assert rep.components == 2  # nothing bridges the 10 s without fixes
+    assert rep.dead_reckoned_nodes == 0
+
+
+def test_gps_dropout_is_bridged_from_wheel_odometry(tmp_path):
+    truth = write_synthetic_log(tmp_path / "a", [(0, 0), (60, 0), (60, 30)], gps_dropout=(50.0, 70.0),
+                                odometry=True)
+    rep = build_map([tmp_path / "a"], tmp_path / "m.map", config=cfg(tmp_path, gps_link_m=1.0))
+    assert rep.components == 1 and rep.dead_reckoned_nodes >= 5
+    m = open_map(tmp_path / "m.map")
+    assert m.metadata["build"]["gps_gap_bridge_s"] == 60.0
+    # every node, those in the dropout too, lies on the true track (exact fixes and odometry here)
+    en = np.stack([m.nodes.easting_m, m.nodes.northing_m], axis=1)
+    rel = en - en[0] + truth[0]
+    dist = np.min(np.hypot(*(rel[:, None, :] - truth[None, :, :]).transpose(2, 0, 1)), axis=1)
+    assert dist.max() < 0.3
+    off = build_map([tmp_path / "a"], tmp_path / "off.map", config=cfg(tmp_path, gps_link_m=1.0, gps_gap_bridge_s=0.0))
+    assert off.components == 2 and off.dead_reckoned_nodes == 0
 
 
 def test_redundant_edges_are_removed_and_reported(tmp_path, crossing_logs):
