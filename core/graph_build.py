@@ -27,7 +27,7 @@ Steps and constants:
   least ``(GPS distance - tolerance) / (speed / frame rate)`` time steps, the time the drive's nominal
   speed needs for the straight line between the two fixes (no walk between two places is shorter than
   that line; the tolerance absorbs the receiver's noise). It changes weights only, never which pairs
-  become edges. The released LM-Nav code weighs its edges by GPS metres outright (DESIGN.md); the floor
+  become edges. The released LM-Nav code weighs its edges by GPS metres outright (docs/design.md, "Sources"); the floor
   keeps the VNM's distance where it is larger, so a VNM that under-estimates far pairs (the sim
   stand-in compresses its distances to ~9-16 steps) cannot make a 20 m edge as cheap as a 3 m one.
 - Redundant-edge removal ("transitive reduction"): an edge is dropped when another path between its

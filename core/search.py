@@ -1,6 +1,6 @@
 """Walk search over a topological map: the LM-Nav objective and the max-likelihood baseline.
 
-Objective (LM-Nav, Shah et al., CoRL 2022, Sec. 4.4; DESIGN.md "Objective"): for a walk
+Objective (LM-Nav, Shah et al., CoRL 2022, Sec. 4.4; docs/design.md, "Walk-search objective"): for a walk
 ``v_1 .. v_m`` from the start S with landmark i visited at position ``t_i`` (``t_1 <= ... <= t_K``),
 
     J = sum_i G(v_{t_i}, i)  -  alpha * sum_j D(v_j, v_{j+1})

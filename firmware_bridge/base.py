@@ -1,12 +1,12 @@
 """Host side of the Jackal base MCU link (rosserial over USB serial), as rosserial_server does it.
 
-Session (JACKAL_PROTOCOL.md "Base MCU link"): send "request topics" (empty frame on topic 0) and
-repeat every 1 s until the device has announced its required endpoints (``feedback``, ``status``
-publishers; ``cmd_drive`` subscriber); answer each time request (topic 10) with the host time; decode
-each topic by the type and md5 it announced, checked against the expected type (a mismatch is a
-:class:`~firmware_bridge.errors.ProtocolMismatch` naming the topic, raised from :meth:`recv`). A link
-that stays silent for ``handshake_timeout_s`` is dropped and reopened (stalled device); a vanished
-port is reopened with backoff. On :meth:`close`: ``Drive(MODE_NONE)`` then tx-stop.
+Session (docs/protocols.md, "Handshake and link supervision"; rosserial_server): send "request topics"
+(empty frame on topic 0) and repeat every 1 s until the device has announced its required endpoints
+(``feedback``, ``status`` publishers; ``cmd_drive`` subscriber); answer each time request (topic 10)
+with the host time; decode each topic by the type and md5 it announced, checked against the expected
+type (a mismatch is a :class:`~firmware_bridge.errors.ProtocolMismatch` naming the topic, raised from
+:meth:`recv`). A link that stays silent for ``handshake_timeout_s`` is dropped and reopened (stalled
+device); a vanished port is reopened with backoff. On :meth:`close`: ``Drive(MODE_NONE)`` then tx-stop.
 
 Drive path: :meth:`JackalBase.set_velocity` stores ``(v m/s, omega rad/s)``; a 50 Hz loop clips it to
 the speed and acceleration limits, converts it to wheel rad/s (jackal_control kinematics) and sends

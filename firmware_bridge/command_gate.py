@@ -5,7 +5,7 @@
 acceleration limits (:class:`~firmware_bridge.kinematics.VelocityLimiter`), or zero at once (not ramped)
 when it is older than ``cmd_timeout_s`` (0.25 s, the stock Jackal ``cmd_vel_timeout``) or an e-stop is
 latched. :meth:`estop` latches zero until :meth:`reset_estop`, which a driver refuses while its platform
-still reports the stop engaged (:meth:`_engaged_estop`). JACKAL_PROTOCOL.md, "Base MCU link".
+still reports the stop engaged (:meth:`_engaged_estop`). docs/protocols.md, "Drive commands, timeout and e-stop".
 """
 
 from __future__ import annotations

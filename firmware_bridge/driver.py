@@ -6,7 +6,7 @@ link is lost, and reopens it after ``reconnect_min_s``, doubling up to ``reconne
 (rosserial_server reopens every 2 s). Received bytes reach :meth:`SerialDriver._on_bytes` with the
 host's monotonic receive time. Decoded readings go to a bounded queue (:meth:`recv`, drop-oldest) and
 to latest-value holders (:meth:`latest`, with a staleness bound): the one public place that applies
-timeouts and staleness (STYLE.md, after python-can's ``recv()``).
+timeouts and staleness (docs/design.md, "Conventions"; after python-can's ``recv()``).
 """
 
 from __future__ import annotations

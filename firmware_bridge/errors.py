@@ -1,4 +1,4 @@
-"""One exception tree for the whole package (STYLE.md, after python-can).
+"""One exception tree for the whole package (docs/design.md, "Conventions"; after python-can).
 
 Everything a driver raises to its caller derives from :class:`BridgeError`, so an app can catch the
 package's failures with one ``except``. Bytes from the wire never raise: codecs count and skip them.

@@ -25,7 +25,7 @@ class NmeaGps(SerialDriver):
     port : str
         Serial device.
     baud : int
-        Default 57600 (Novatel, JACKAL_PROTOCOL.md).
+        Default 57600 (Novatel Smart6/7; docs/protocols.md, "Devices and ports").
     decoder : NmeaDecoder, optional
         A configured decoder (checksum tolerances, max age); default ``NmeaDecoder()``.
     **kwargs

@@ -16,7 +16,7 @@ def twist_to_wheels(v_mps: float, omega_radps: float, *, wheel_radius_m: float,
     """Differential drive inverse kinematics -> (left, right) wheel rad/s.
 
     ``omega_left = (v - omega * ws / 2) / r``, ``omega_right = (v + omega * ws / 2) / r``
-    (jackal_control diff_drive_controller; ws is the effective separation, see JACKAL_PROTOCOL.md).
+    (jackal_control diff_drive_controller; ws is the effective separation; docs/protocols.md, "Kinematics and limits").
     """
     half = omega_radps * wheel_separation_m / 2.0
     return (v_mps - half) / wheel_radius_m, (v_mps + half) / wheel_radius_m

@@ -3,7 +3,7 @@
 Pure (no I/O): the serial GPS driver, the MCU driver (NMEA carried in ``navsat/nmea_sentence``),
 ``robot-app gps decode`` and the GPS simulator's tests all use :class:`NmeaDecoder`.
 
-What it survives (JACKAL_PROTOCOL.md "NMEA GPS"): reads that start mid-sentence, NUL bytes and garbage
+What it survives (docs/protocols.md, "NMEA GPS"): reads that start mid-sentence, NUL bytes and garbage
 after a cold boot, 6-digit ``hhmmss`` times, one-digit and ``*00`` checksums (the checksum is checked
 here as an integer, not by pynmea2, whose ``check=False`` still raises on a wrong one), truncated
 sentences with a valid checksum, all-empty no-sky sentences, and receivers that send a wrong checksum

@@ -1,5 +1,5 @@
 """Typed readings that drivers publish. Every reading carries ``t_mono_s``: the host's
-:func:`time.monotonic` when its bytes were received (control uses it; DESIGN.md "Time").
+:func:`time.monotonic` when its bytes were received (control uses it; docs/design.md, "Time").
 
 Units are SI and frames follow REP-103 (x forward, y left, z up) unless a field name says otherwise.
 """

@@ -4,7 +4,7 @@ Wire rules (ROS 1 serialisation, wiki.ros.org/msg and roscpp_serialization): lit
 padding; ``string`` and variable arrays are prefixed with a uint32 length; fixed arrays (``T[n]``)
 have no prefix; ``time``/``duration`` are two 32-bit integers (sec, nsec). Message definitions and
 md5 sums are those of jackal_msgs, rosserial_msgs, sensor_msgs, nmea_msgs and std_msgs (see
-JACKAL_PROTOCOL.md); the tests check every codec against the independent ``rosbags`` serialiser.
+docs/protocols.md, "Messages and topics"); the tests check every codec against the independent ``rosbags`` serialiser.
 
 Each message class has ``TYPE`` (``pkg/Name``), ``MD5``, ``serialize() -> bytes`` and
 ``deserialize(data) -> msg``; :func:`deserialize` raises :class:`~firmware_bridge.errors.FrameError`

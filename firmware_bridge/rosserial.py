@@ -40,8 +40,8 @@ FIRST_USER_TOPIC = 100
 
 # A length field above this is corrupt (resync at once, no waiting for the bytes it claims): the largest
 # Jackal message is sensor_msgs/Imu with its three covariances, 320 bytes with frame_id "imu_link";
-# TopicInfo, jackal_msgs Status/Feedback, nmea_msgs/Sentence and log lines are shorter (JACKAL_PROTOCOL.md
-# "Topics"); 512 leaves room for longer frame ids and log lines. (rosserial_server's receive buffer is
+# TopicInfo, jackal_msgs Status/Feedback, nmea_msgs/Sentence and log lines are shorter (docs/protocols.md,
+# "Messages and topics"); 512 leaves room for longer frame ids and log lines. (rosserial_server's receive buffer is
 # 1023 bytes.) A false header below it holds the link for at most 512 bytes, 44 ms at 115200 baud.
 MAX_PAYLOAD_BYTES = 512
 

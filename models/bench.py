@@ -1,4 +1,4 @@
-"""Latency of the ONNX models on this machine (``robot-app bench models``); figures for the README.
+"""Latency of the ONNX models on this machine (``robot-app bench models``); figures in docs/models.md.
 
 Per model: median (and 90th percentile) wall time of one call at batch 1 and batch 64 on the configured
 providers. For the VNM also one full control step as the navigator runs it: preprocess the newest

@@ -174,7 +174,7 @@ def open_clip_model(models_dir: str | os.PathLike, *, config=None, warm_up: bool
     ------
     ModelMissing
         A file or sidecar is absent (message says how to provision it). Planning from an instruction
-        is refused without CLIP (DESIGN.md, Fallbacks).
+        is refused without CLIP (docs/design.md, "Fallbacks").
     ModelTampered, ModelInvalid
         sha256 mismatch; unreadable / inconsistent files.
     """

@@ -11,7 +11,7 @@ The package ships an 8-bit copy (:data:`BUNDLED_DIR`: all-MiniLM-L6-v2, Apache-2
 with fp32; ``NOTICE.md`` there says where it comes from), so the default install ranks by meaning:
 ``open_text_embedder(..., bundled=True)`` opens it when the models directory has no file of its own.
 Without either, :func:`open_text_embedder` raises :class:`ModelMissing`; LASP then falls back to lexical
-similarity and says so (DESIGN.md, Fallbacks).
+similarity and says so (docs/design.md, "Fallbacks").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Visual navigation model (GNM-compatible) on ONNX Runtime: temporal distance and waypoints to goals.
 
-Contract (DESIGN.md "VNM contract"; GNM, Shah et al. ICRA 2023): frames are resized to 85 x 64
+Contract (docs/design.md, "VNM contract"; GNM, Shah et al. ICRA 2023): frames are resized to 85 x 64
 (w x h) with Pillow bicubic, scaled to [0, 1] and ImageNet-normalised (mean (0.485, 0.456, 0.406),
 std (0.229, 0.224, 0.225)). The observation is the ``context_size + 1`` newest frames, oldest first,
 stacked on channels -> (1, 18, 64, 85); each goal is one frame (3, 64, 85). One call of ``vnm.onnx``
@@ -193,7 +193,7 @@ def open_vnm(models_dir: str | os.PathLike, *, config=None, warm_up: bool = True
     ------
     ModelMissing
         No VNM installed: the caller falls back to GPS edges and the straight-line controller
-        (DESIGN.md, Fallbacks); the message says how to provision one.
+        (docs/design.md, "Fallbacks"); the message says how to provision one.
     ModelTampered, ModelInvalid
         sha256 mismatch; unreadable or inconsistent files.
     """

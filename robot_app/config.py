@@ -73,7 +73,7 @@ class PlannerConfig:
 
 @dataclass(frozen=True)
 class RobotConfig:
-    """Jackal kinematics and limits (jackal_description / jackal_control, see JACKAL_PROTOCOL.md)."""
+    """Jackal kinematics and limits (jackal_description, jackal_control; docs/protocols.md, "Kinematics and limits")."""
 
     wheel_radius_m: float = _opt(0.098, min=0.01, max=1.0)
     wheel_separation_m: float = _opt(0.563, min=0.05, max=3.0,
@@ -96,9 +96,9 @@ _BAUDS = (9600, 19200, 38400, 57600, 115200, 230400, 460800, 921600)
 class SerialConfig:
     """Serial devices (firmware_bridge): base MCU (rosserial), GPS (NMEA), IMU (Microstrain MIP).
 
-    Defaults from JACKAL_PROTOCOL.md: MCU 115200 baud at /dev/jackal; Novatel GPS 57600 baud;
-    Microstrain 115200 baud; rosserial_server reopens a failed port every 2 s and drops a session
-    without handshake within 5 s.
+    Defaults as the stock Jackal stack has them (docs/protocols.md, "Devices and ports"): MCU 115200 baud at
+    /dev/jackal; Novatel GPS 57600 baud; Microstrain 115200 baud; rosserial_server reopens a failed port every
+    2 s and drops a link that sends no valid frame within 5 s.
     """
 
     base_port: str = _opt("/dev/jackal", doc="base MCU serial port (rosserial)")
@@ -118,7 +118,8 @@ class SerialConfig:
     reconnect_min_s: float = _opt(0.25, min=0.01, max=60.0, doc="first reconnect delay; doubles per failure")
     reconnect_max_s: float = _opt(2.0, min=0.01, max=60.0, doc="longest reconnect delay")
     handshake_timeout_s: float = _opt(5.0, min=0.1, max=60.0,
-                                      doc="no TopicInfo / time request within this -> re-request topics")
+                                      doc="no valid frame from the MCU within this: the link is dropped and the "
+                                          "port reopened (rosserial_server: 5 s)")
     bad_log_interval_s: float = _opt(10.0, min=0.0, doc="at most one warning about bad input per this period")
 
 

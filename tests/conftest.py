@@ -1,4 +1,5 @@
-"""Suite-wide fixtures: fail a test that leaks threads or asyncio tasks (see STYLE.md)."""
+"""Suite-wide fixtures: fail a test that leaks threads (docs/design.md, "Conventions"; the asyncio task, file
+descriptor and pty checks are in tests/firmware_bridge/conftest.py)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Landmark phrases are open-class words (nouns, adjectives); what delimits them is closed-class: articles,
 prepositions, pronouns, conjunctions, auxiliaries, a few adverbs and the imperative verbs of driving.
 Those, plus the nouns that name directions, distances and counts (never landmarks, by the labelling
-conventions in ``shared/README.md``), are listed here.
+conventions in ``tests/data/README.md``), are listed here.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Rule-based landmark parser: route instruction -> ordered landmark list, no model needed.
 
 The offline counterpart of LM-Nav's LLM landmark extraction (LM-Nav, Shah et al., CoRL 2022, Sec. 4.1
-and App. A): the robot's default when no ``llm.gguf`` is installed. Labelling conventions follow
-``shared/README.md``: landmarks in the order the robot reaches them, locating/describing modifiers kept
-attached, directions/turns/distances/counts dropped, things to avoid excluded.
+and App. A): the robot's default when no ``llm.gguf`` is installed. Labelling conventions (those of
+``tests/data/landmark_instructions.jsonl``, see ``tests/data/README.md``): landmarks in the order the robot
+reaches them, locating/describing modifiers kept attached, directions/turns/distances/counts dropped, things
+to avoid excluded.
 
 How it works: the text is split into sentences and clauses (at punctuation and at clause words such as
 "then", "after", "before", "until", "which"); :mod:`core.landmarks.phrases` finds the landmark phrases

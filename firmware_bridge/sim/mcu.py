@@ -1,11 +1,12 @@
 """Simulated Jackal base MCU: the device end of rosserial on a :class:`VirtualPort`.
 
-Behaviour after the rosserial client (ros_lib NodeHandle) and JACKAL_PROTOCOL.md: on "request topics"
-it sends a time request and one TopicInfo per endpoint; it publishes only once the host has answered
-a time request, asks for the time again every 2.5 s and falls back to unconfigured after 11 s without
-an answer or on tx-stop. Configured, it steps the :class:`~firmware_bridge.sim.plant.Plant` at 50 Hz
-with the last ``cmd_drive`` (its own command timeout zeroes stale commands), and publishes Feedback
-(50 Hz), IMU and magnetometer (50 Hz), Status (1 Hz) and an RMC sentence (10 Hz).
+Behaviour after the rosserial client (ros_lib NodeHandle; docs/protocols.md, "Handshake and link
+supervision"): on "request topics" it sends a time request and one TopicInfo per endpoint; it publishes
+only once the host has answered a time request, asks for the time again every 2.5 s and falls back to
+unconfigured after 11 s without an answer or on tx-stop. Configured, it steps the
+:class:`~firmware_bridge.sim.plant.Plant` at 50 Hz with the last ``cmd_drive`` (its own command timeout
+zeroes stale commands), and publishes Feedback (50 Hz), IMU and magnetometer (50 Hz), Status (1 Hz) and
+an RMC sentence (10 Hz).
 
 Fault injection (attributes and methods): ``drop_probability`` (frames silently lost),
 ``noise_probability`` (per-byte corruption, as a baud mismatch gives), :meth:`inject_garbage`,

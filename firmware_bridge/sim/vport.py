@@ -2,7 +2,7 @@
 
 ``os.openpty()`` gives a master (the simulated device writes and reads here) and a slave, a real tty
 the driver opens by name exactly like ``/dev/jackal``. The slave is put in raw mode
-(JACKAL_PROTOCOL.md "Virtual serial ports"); the simulator keeps its slave fd open so early writes
+(docs/protocols.md, "Simulators and virtual serial ports"); the simulator keeps its slave fd open so early writes
 are not lost to EIO. :class:`VirtualPort` publishes the slave under a fixed symlink (like
 ``socat ... link=/tmp/jackal``) and can :meth:`~VirtualPort.unplug` and :meth:`~VirtualPort.replug`
 it: the driver sees the device vanish (EIO) and return under the same name.

@@ -12,7 +12,7 @@ stand-in that the production CLIP runtime (:func:`models.clip.open_clip_model`) 
   :mod:`robot_app.sim.train_vlm` to map a rendered view to the 384-d MiniLM embedding of the
   landmarks it shows.
 
-Files written by :func:`export_sim_vlm` (the CLIP layout of DESIGN.md "Data on disk"):
+Files written by :func:`export_sim_vlm` (the CLIP layout of docs/design.md, "Data on disk"):
 ``clip-image.onnx`` (``pixel_values`` (B, 3, S, S) float32 -> ``image_embeds`` (B, 384)),
 ``clip-text.onnx`` (``input_ids`` (B, L) int64 -> ``text_embeds`` (B, 384)), their sidecars
 (``sim_only: true``, a shared ``pair_id``), ``clip-tokenizer.json`` (MiniLM's WordPiece tokenizer) and

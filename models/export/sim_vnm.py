@@ -4,7 +4,7 @@ Workstation side (torch). The network is trained by :func:`robot_app.sim.train_v
 drives in the simulated world; it is NOT a general visual navigation model and its sidecar says so
 (``params.sim_only = true``, architecture ``sim-vnm-cnn``).
 
-Contract (DESIGN.md "VNM contract", as :mod:`models.export.vnm_export` writes it for GNM): ``obs``
+Contract (docs/design.md, "VNM contract", as :mod:`models.export.vnm_export` writes it for GNM): ``obs``
 (1, 3 (context + 1), 64, 85) and ``goal`` (B, 3, 64, 85) float32, ImageNet-normalised, frames oldest
 first -> ``dist`` (B, 1) temporal distance in time steps at 4 Hz and ``waypoints`` (B, len_traj_pred, 4):
 cumulative (x, y) in normalised units (metres = value * max_v / frame_rate) and (cos, sin) of the

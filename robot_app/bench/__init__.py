@@ -1,1 +1,1 @@
-"""Benchmarks behind ``robot-app bench ...`` (figures for the README; never timing assertions in tests)."""
+"""Benchmarks behind ``robot-app bench ...`` (figures in docs/benchmarks.md; never timing assertions in tests)."""

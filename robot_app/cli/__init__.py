@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 GROUPS = {
     "map": "topological maps: inspect, build, examples",
-    "bench": "benchmarks (figures for the README's performance section)",
+    "bench": "benchmarks: speed, latency and memory on this machine (figures in docs/benchmarks.md)",
     "eval": "evaluations against ground truth",
     "models": "model files: export, inspect",
     "gps": "GPS receiver tools",

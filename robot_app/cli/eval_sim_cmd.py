@@ -196,7 +196,7 @@ def _eval_sim(args, config) -> int:
         t, pl = report["targets"], report["totals"]["planning"]
         lm, ml = pl["lmnav"], pl["max-likelihood"]
         print(
-            f"\ntargets (issue 10): LM-Nav planning success >= 85 %: "
+            f"\ntargets: LM-Nav planning success >= 85 % (the paper's): "
             f"{'yes' if t['lmnav_planning_success_at_least_0.85'] else 'NO'} "
             f"({100 * (lm['success_rate'] or 0):.0f} %); "
             f"LM-Nav efficiency above max-likelihood: {'yes' if t['lmnav_efficiency_above_max_likelihood'] else 'NO'} "

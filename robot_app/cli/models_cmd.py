@@ -14,7 +14,7 @@ from pathlib import Path
 
 from robot_app.errors import UsageError
 
-MODEL_FILES = (  # (config attribute, kind, fallback when missing: DESIGN.md "Fallbacks")
+MODEL_FILES = (  # (config attribute, kind, fallback when missing: docs/design.md, "Fallbacks")
     ("clip_image_file", "clip-image", "planning from an instruction is refused; planning to a chosen node works"),
     ("clip_text_file", "clip-text", "planning from an instruction is refused; planning to a chosen node works"),
     ("vnm_file", "vnm", "edges from GPS distance and timestamps; GPS straight-line controller"),

@@ -24,7 +24,7 @@ def make_similarity(config):
     retrieval). The model is the models directory's ``text-embed.onnx``, else the copy shipped with the
     package (models.text_embed.BUNDLED_DIR); lexical similarity when neither opens.
 
-    Returns ``(similarity, name)``; the fallback is logged as a warning (DESIGN.md, Fallbacks).
+    Returns ``(similarity, name)``; the fallback is logged as a warning (docs/design.md, "Fallbacks").
     """
     mode = config.lasp.similarity
     if mode == "lexical":

@@ -227,7 +227,7 @@ class MissionExecutive:
         with self.open_map() as m:
             s = self._start_node(m, start)
             try:
-                if goal is not None:  # to a chosen node: works without CLIP (DESIGN.md, Fallbacks)
+                if goal is not None:  # to a chosen node: works without CLIP (docs/design.md, "Fallbacks")
                     if not 0 <= goal < len(m.nodes):
                         raise MissionError(f"goal node {goal} is not in the map (0..{len(m.nodes) - 1})",
                                            bad_input=True)

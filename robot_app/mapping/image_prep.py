@@ -1,4 +1,4 @@
-"""Camera image preparation for CLIP: fisheye rectification and centre crops (DESIGN.md, Camera images).
+"""Camera image preparation for CLIP: fisheye rectification and centre crops (docs/design.md, "Camera images").
 
 The Jackal's cameras are wide-angle (LM-Nav: 170 degrees). Before CLIP sees a frame it is rectified
 with the camera's fisheye intrinsics (OpenCV ``cv2.fisheye``, K and D from ``[camera]``) and cut into

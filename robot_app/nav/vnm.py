@@ -1,4 +1,5 @@
-"""Following a planned walk with the visual navigation model (GNM / ViNT deployment loop, DESIGN.md).
+"""Following a planned walk with the visual navigation model (GNM / ViNT deployment loop; docs/design.md,
+"VNM contract").
 
 :class:`VnmNavigator` is the robot's shell around the navigation policy (:mod:`robot_app.nav.policy`,
 whose module docstring has the state table): it turns the walk's node images, map positions and

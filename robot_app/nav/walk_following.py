@@ -1,4 +1,4 @@
-"""The VNM's walk-following rules: pure numpy, no I/O (GNM / ViNT deployment loop, DESIGN.md).
+"""The VNM's walk-following rules: pure numpy, no I/O (GNM / ViNT deployment loop; docs/design.md, "VNM contract").
 
 :class:`WalkTracker` holds the localisation and subgoal rules of the GNM deployment loop with the options
 of :class:`WalkRules` (``[vnm_nav]`` in the config; :data:`GNM_RULES` are GNM's deployment values, the extra rules

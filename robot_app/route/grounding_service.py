@@ -9,7 +9,7 @@
    by its raw best cosine against ``[models] landmark_min_cosine`` (not calibrated).
 
 Without the CLIP model files, planning from an instruction is refused with a message that says what
-to install (DESIGN.md, Fallbacks); planning with given scores or to a chosen node still works.
+to install (docs/design.md, "Fallbacks"); planning with given scores or to a chosen node still works.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A worker thread reads the device (``cv2.VideoCapture``: a V4L2 index or path; a 
 same way, which the tests use) and keeps only the newest frame; every frame is stamped with the
 monotonic time it was read (the control clock) and handed to subscribers as JPEG bytes. A consumer
 slower than the camera simply sees fewer frames. The raw frame is what the log and the map keep;
-rectification and model preprocessing happen later, as functions of the config (DESIGN.md).
+rectification and model preprocessing happen later, as functions of the config (docs/design.md, "Camera images").
 """
 
 from __future__ import annotations

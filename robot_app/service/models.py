@@ -3,7 +3,7 @@ the one place the runtimes are opened (lazily, on first use, each at most once p
 
 The runtimes (ONNX Runtime for CLIP and the VNM; llama.cpp, the ``llm`` extra, for the LLM) are loaded
 when a model is first asked for: a process that never plans never pays for them. A model that is missing
-or fails to load selects its fallback (DESIGN.md "Fallbacks"), and the inventory says so.
+or fails to load selects its fallback (docs/design.md, "Fallbacks"), and the inventory says so.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from robot_app.route.landmark_parsing import open_configured_llm
 log = logging.getLogger(__name__)
 
 
-#: what each model's absence selects (DESIGN.md "fallbacks")
+#: what each model's absence selects (docs/design.md, "Fallbacks")
 MODEL_FALLBACK = {"clip": "planning from an instruction refused; planning to a chosen node works",
                   "vnm": "GPS edges and GPS straight-line controller",
                   "text-embed": "LASP uses lexical similarity",
@@ -30,7 +30,8 @@ MODEL_FALLBACK = {"clip": "planning from an instruction refused; planning to a c
 
 def model_inventory(config) -> dict[str, str]:
     """Which model files are installed and usable, and which fallback each missing or unusable one selects
-    (DESIGN.md); a damaged file (sha256 unlike its sidecar's, a GGUF without its magic) counts as unusable."""
+    (docs/design.md, "Fallbacks"); a damaged file (sha256 unlike its sidecar's, a GGUF without its magic) counts
+    as unusable."""
     d = Path(config.paths.models_dir)
     m = config.models
     files = {"clip": [m.clip_image_file, m.clip_text_file], "vnm": [m.vnm_file], "text-embed": [m.text_embed_file],

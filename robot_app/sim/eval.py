@@ -456,7 +456,8 @@ def _nav_options_dict(cfg) -> dict:
 
 
 def _targets(totals: dict) -> dict:
-    """Issue 10's targets: LM-Nav planning success >= 85 %, planning efficiency above max-likelihood's.
+    """The evaluation's targets: LM-Nav planning success >= 85 % (the paper's figure, LM-Nav Sec. 5), planning
+    efficiency above the max-likelihood planner's.
 
     Efficiency is compared over all instructions with 0 for a failed plan (``efficiency_mean_all``):
     the mean over successful plans is undefined for a planner without any.

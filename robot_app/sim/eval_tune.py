@@ -1,6 +1,6 @@
 """``robot-app eval sim-tune``: choose the planner's alpha on generated DEVELOPMENT instructions.
 
-The walk objective (LM-Nav, Shah et al. 2022, Sec. 4; DESIGN.md "Objective") trades the grounding
+The walk objective (LM-Nav, Shah et al. 2022, Sec. 4; docs/design.md, "Walk-search objective") trades the grounding
 log-likelihoods ``G(v, i)`` against ``alpha`` times the walk length in VNM time steps. What matters is
 alpha against the logit scale of the grounding model; neither has a value that holds for every pair of
 models, so alpha is chosen on data. It must not be chosen on the instruction sets that report the
@@ -119,7 +119,7 @@ class TuneSettings:
     out_dir: str
     models_dir: str | None = None
     instructions: str | None = None  # whose exploration route records the map (default: the world's shipped set)
-    n: int = 300  # per world: 60 chose within the noise (docs/evaluation.md "eval sim-tune")
+    n: int = 300  # per world: 60 chose within the noise (docs/evaluation.md, "Evaluation in simulation": alpha)
     seed: int = 1
     alphas: tuple[float, ...] = DEFAULT_ALPHAS
     max_cosines: tuple[float, ...] = DEFAULT_MAX_COSINES

@@ -28,7 +28,7 @@ __all__ = ["Drive", "DriveFrames", "RoutePlan", "path_network", "random_route", 
 
 log = logging.getLogger(__name__)
 
-FRAME_RATE_HZ = 4.0        # GNM's frame rate (DESIGN.md VNM contract)
+FRAME_RATE_HZ = 4.0        # GNM's frame rate (docs/design.md, "VNM contract")
 DIST_MAX_STEPS = 20.0      # GNM's trained distance range 0-20 steps (gnm.yaml)
 NEGATIVE_FACTOR = 1.5      # negatives are labelled 1.5 x the range
 NOMINAL_SPEED_MPS = 1.0    # training drive speed: waypoint unit = NOMINAL_SPEED_MPS / FRAME_RATE_HZ metres

@@ -48,7 +48,7 @@ def test_extraction_success_rejects_empty_truth_and_non_strings():
         extraction_success([3], ["a"])
 
 
-# --- parser: the phenomena the issue lists --------------------------------------------------------
+# --- parser: the phenomena of route instructions --------------------------------------------------------
 
 @pytest.mark.parametrize("text, expected", [
     ("Go past the bench and the fountain.", ["a bench", "a fountain"]),

@@ -1,4 +1,4 @@
-"""NMEA decoder: the three real receiver logs, the quirks of JACKAL_PROTOCOL.md, and fuzzing."""
+"""NMEA decoder: the three real receiver logs, the receiver quirks of docs/protocols.md ("NMEA GPS"), and fuzzing."""
 
 from __future__ import annotations
 

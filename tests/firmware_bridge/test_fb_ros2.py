@@ -1,4 +1,4 @@
-"""The ``ros2`` backend (issue 26): topic names, conversions, the drive path's staleness and e-stop, the
+"""The ``ros2`` backend: topic names, conversions, the drive path's staleness and e-stop, the
 sensors, the camera, against the simulated ROS 2 robot sharing the test's DDS participant (loopback
 interface only, a random domain id). The two-process runs are in test_fb_contract.py."""
 

@@ -1,6 +1,6 @@
 """Byte-exact ROS 2 messages: every type of the ``ros2`` backend serialises (with its 4-byte CDR
 encapsulation header) to exactly what the independent ``rosbags`` serialiser writes for the same
-values, and each reads the other's bytes back to the same values (issue 26, item 2)."""
+values, and each reads the other's bytes back to the same values."""
 
 from __future__ import annotations
 

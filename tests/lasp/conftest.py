@@ -33,7 +33,7 @@ def oracle_milk():
     return Task.from_pddl(read("domain.pddl"), read("env2_heat_milk.pddl"))
 
 
-# A catalogue of small problems with plans known to be valid or invalid (STYLE.md, Planning).
+# A catalogue of small problems with plans known to be valid or invalid (docs/design.md, "Conventions").
 SMALL_DOMAIN = """
 (define (domain lamp)
   (:requirements :strips :typing :negative-preconditions :numeric-fluents)

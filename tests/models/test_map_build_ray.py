@@ -1,4 +1,4 @@
-"""The Ray engine of the map build (issue 24) against the local engine: same map, a killed worker, resume.
+"""The Ray engine of the map build against the local engine: same map, a killed worker, resume.
 
 A local Ray runtime of 2 CPUs (started once for the module) runs the tiny random-init VNM and CLIP exports on
 a simulated drive pair; the local build of the same logs is the reference.

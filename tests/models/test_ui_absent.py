@@ -1,4 +1,4 @@
-"""A landmark that is not in the map, on the touchscreen API and page (issue 39, item 4): the shipped sim models
+"""A landmark that is not in the map, on the touchscreen API and page: the shipped sim models
 and a small simulated map; the plan says which landmark is absent, the Route screen shows it in whole words at
 800x480, and Go needs a second tap on Confirm Go."""
 

@@ -1,4 +1,4 @@
-"""The operator sees refusals (issue "Nothing lost and nothing unsafe", item 7), in a real headless Chromium
+"""The operator sees refusals, in a real headless Chromium
 against the app on the simulated Jackal: a refused command's reason stays on its screen through the status
 updates until the operator acts again; Go is held, with the reason on it, while the e-stop is latched; STOP
 is at least as large as every command button on every screen, at 800x480 and 1280x800.

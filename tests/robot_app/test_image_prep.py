@@ -1,4 +1,4 @@
-"""Fisheye rectification and CLIP crops (DESIGN.md, Camera images)."""
+"""Fisheye rectification and CLIP crops (docs/design.md, "Camera images")."""
 
 import numpy as np
 import pytest

@@ -1,6 +1,6 @@
 """The route job checks its map's graph once per map, not once per plan: the map is re-opened for every
 plan (and re-plan), the checked CSR arrays are kept while the opened map's verified graph is the same
-(issue 25, "Validate a map once")."""
+(docs/benchmarks.md, "Validating a map once")."""
 
 from __future__ import annotations
 

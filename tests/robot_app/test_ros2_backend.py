@@ -1,4 +1,4 @@
-"""The onboard process on the ``ros2`` backend (issue 26): the simulated ROS 2 robot in a second process
+"""The onboard process on the ``ros2`` backend: the simulated ROS 2 robot in a second process
 (``robot-app sim ros2``, loopback only, a random domain id), the app's drivers, camera, safety monitor and
 control loop on top of it, as on the serial backend."""
 

@@ -1,4 +1,4 @@
-"""``eval sim --engine ray`` (issue 24 item 6): the instructions fanned out over a local Ray of 2 workers give
+"""``eval sim --engine ray``: the instructions fanned out over a local Ray of 2 workers give
 the rows and totals of the local run, drives included."""
 
 from __future__ import annotations

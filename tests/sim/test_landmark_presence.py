@@ -1,4 +1,4 @@
-"""Landmarks that are not in the map (issue 39, item 4): the shipped sim models' calibrated presence rule on a
+"""Landmarks that are not in the map: the shipped sim models' calibrated presence rule on a
 small simulated map, the calibration file's sha256 check, and ``models calibrate-grounding --worlds``."""
 
 from __future__ import annotations
