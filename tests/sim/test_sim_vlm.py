@@ -354,3 +354,20 @@ def test_path_poses_face_along_the_path():
         heading = math.atan2(y1 - y0, x1 - x0)
         along += abs(math.sin(yaw - heading)) < math.sin(math.radians(30))
     assert along / len(poses) > 0.8
+
+
+def test_a_trained_text_projection_is_exported_inside_the_text_model(tmp_path):
+    pytest.importorskip("torch")
+    from robot_app.sim.train_vlm import train_sim_vlm
+
+    q = train_sim_vlm(["campus"], tmp_path, quick=True, progress=False, threads=1, text_projection=0.001)
+    assert q["text_projection"] == {"kind": "linear", "identity_penalty": 0.001}
+    side = json.loads((tmp_path / "clip-text.onnx.json").read_text())
+    assert "trained linear projection" in side["weights"] and side["params"]["text_projection"] != "none"
+    m = open_clip_model(tmp_path)
+    assert check_reference(m, tmp_path / "clip-reference.npz")["ids_equal"]
+    frozen = open_clip_model(shipped_models_dir())  # the same MiniLM without a projection
+    phrases = ["a stop sign", "a park seat", "a white lorry"]
+    a, b = m.encode_landmarks(phrases), frozen.encode_landmarks(phrases)
+    cos = np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    assert np.all(cos > 0.8) and np.all(cos < 0.99999)  # near the identity, yet trained
