@@ -59,6 +59,9 @@ def register(sub, groups) -> None:
                         "driving speed + 60 s)")
     p.add_argument("--no-drive", action="store_true", help="planning metrics only (skip the simulated drives)")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    p.add_argument("--write", action="store_true",
+                   help="with --generated and --seed-range test: record the planning success beside the models "
+                        "(unseen-worlds-eval.json, which the demo's report quotes first)")
     _engine_args(p)
     p.set_defaults(func=_eval_sim)
 
@@ -222,7 +225,17 @@ def _eval_generated(args, settings, config) -> int:
         if not args.json:
             print(f"[{i + 1}/{n}] gen-{seed}", file=sys.stderr, flush=True)
 
+    if args.write and args.seed_range != "test":
+        raise UsageError("--write records figures on unseen worlds only: use --seed-range test")
     doc = run_generated_eval(args.seed_range, args.generated, settings, config, progress=progress)
+    if args.write:
+        from robot_app.sim.eval import default_models_dir
+        from robot_app.sim.generated import record_unseen_eval
+
+        try:
+            doc["written"] = str(record_unseen_eval(settings.models_dir or default_models_dir(config), doc))
+        except ValueError as exc:
+            raise UsageError(f"--write: {exc}") from exc
     if args.json:
         print(json.dumps(doc, indent=2))
         return 0
@@ -243,6 +256,8 @@ def _eval_generated(args, settings, config) -> int:
     if doc["worlds_failed"]:
         print(f"{doc['worlds_failed']} world(s) could not be evaluated (above)")
     print(f"report: {doc['report']}  ({doc['wall_s']:.0f} s)")
+    if doc.get("written"):
+        print(f"recorded beside the models: {doc['written']}")
     return 0
 
 

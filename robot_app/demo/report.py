@@ -329,7 +329,10 @@ def provenance(models_dir, world) -> dict:
     except (OSError, ValueError, KeyError, TypeError):
         pass
     try:
-        out["unseen_eval"] = json.loads((d / UNSEEN_EVAL_FILE).read_text(encoding="utf-8"))
+        u = json.loads((d / UNSEEN_EVAL_FILE).read_text(encoding="utf-8"))
+        side = json.loads((d / "clip-image.onnx.json").read_text(encoding="utf-8"))
+        if isinstance(u, dict) and u.get("clip_image_sha256") in (None, side.get("sha256")):
+            out["unseen_eval"] = u  # figures of another VLM than the one installed are not quoted
     except (OSError, ValueError):
         pass
     return out

@@ -134,3 +134,48 @@ def run_generated_eval(split: str, n: int, settings, config, *, progress=None) -
     path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     doc["report"] = str(path)
     return doc
+
+
+def record_unseen_eval(models_dir, doc: dict) -> Path:
+    """Record a test-range result of :func:`run_generated_eval` beside the models, in
+    ``models_dir/`` :data:`robot_app.demo.report.UNSEEN_EVAL_FILE` (the demo's report quotes it first).
+
+    A VLM run sets ``lmnav_success_rate``, an oracle run ``oracle_success_rate``; both are kept when the file
+    was written for the same CLIP image encoder and VNM (their sha256), else the file starts again. Written
+    atomically (a power cut leaves the old file or the new one).
+
+    Raises
+    ------
+    ValueError
+        ``doc`` is not on the test seeds (figures on worlds the models were tuned or trained on are not
+        recorded as unseen), or no world was evaluated. OSError: the folder is not writable.
+    """
+    from robot_app.sim import _model_digest
+
+    if doc.get("split") != "test":
+        raise ValueError(f"only the test seed range is recorded as unseen worlds, not {doc.get('split')!r}")
+    if not doc.get("worlds_evaluated"):
+        raise ValueError("no world was evaluated: nothing to record")
+    d = Path(models_dir)
+    path = d / "unseen-worlds-eval.json"
+    ids = {"clip_image_sha256": _model_digest(d, "clip-image.onnx.json"),
+           "vnm_sha256": _model_digest(d, "vnm.onnx.json")}
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        old = {}
+    seeds = [int(s) for s, w in doc["worlds"].items() if "error" not in w]
+    base = {"split": "test", "seed_first": min(seeds), "seed_last": max(seeds), "worlds": len(seeds),
+            "instructions": doc["totals"]["lmnav"]["instructions"], **ids,
+            "measured_by": "robot-app eval sim --generated N --seed-range test --no-drive --write"}
+    same = isinstance(old, dict) and all(old.get(k) == v for k, v in ids.items()) and \
+        all(old.get(k) == base[k] for k in ("seed_first", "seed_last", "worlds"))
+    out = {**(old if same else {}), **base}
+    key = "oracle_success_rate" if doc.get("grounding") == "oracle" else "lmnav_success_rate"
+    out[key] = doc["totals"]["lmnav"]["success_rate"]
+    if key == "lmnav_success_rate":
+        out["lmnav_success_min_world"] = doc.get("lmnav_success_min_world")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -8,7 +8,7 @@ import pytest
 
 from robot_app.cli import main
 from robot_app.sim.eval_instructions import load_instructions
-from robot_app.sim.generated import materialise
+from robot_app.sim.generated import materialise, record_unseen_eval
 from robot_app.sim.world import load_world
 from robot_app.sim.worldgen import SEED_RANGES
 
@@ -33,6 +33,7 @@ def test_materialise_writes_the_splits_first_seeds_reproducibly(tmp_path):
     ([], "give --world W or --generated N"),
     (["--generated", "500"], "must be 1-100"),
     (["--generated", "1", "--instructions", "x.json"], "bring their own instruction sets"),
+    (["--generated", "1", "--seed-range", "dev", "--write"], "use --seed-range test"),
 ])
 def test_eval_sim_generated_refuses_bad_arguments_in_one_line(tmp_path, capsys, argv, words):
     if "x.json" in argv:
@@ -50,3 +51,28 @@ def test_eval_sim_on_one_generated_dev_world_pools_its_report(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["split"] == "dev" and doc["seeds"] == [2000] and not doc["unseen"]
     assert doc["totals"]["lmnav"]["instructions"] == 3 and doc["worlds_evaluated"] == 1
+
+
+def _doc(split="test", grounding="vlm", rate=0.5):
+    worlds = {"3000": {"lmnav": rate, "instructions": 20}, "3001": {"error": "exploration stopped"},
+              "3002": {"lmnav": rate, "instructions": 20}}
+    return {"split": split, "grounding": grounding, "worlds": worlds, "worlds_evaluated": 2,
+            "totals": {"lmnav": {"instructions": 40, "success_rate": rate}}, "lmnav_success_min_world": rate}
+
+
+def test_unseen_figures_are_recorded_beside_the_models_they_were_measured_with(tmp_path):
+    (tmp_path / "clip-image.onnx.json").write_text(json.dumps({"sha256": "a" * 64}))
+    (tmp_path / "vnm.onnx.json").write_text(json.dumps({"sha256": "b" * 64}))
+    path = record_unseen_eval(tmp_path, _doc(rate=0.7))
+    record_unseen_eval(tmp_path, _doc(grounding="oracle", rate=0.9))
+    doc = json.loads(path.read_text())
+    assert path.name == "unseen-worlds-eval.json"
+    assert (doc["lmnav_success_rate"], doc["oracle_success_rate"]) == (0.7, 0.9)
+    assert (doc["seed_first"], doc["seed_last"], doc["worlds"], doc["instructions"]) == (3000, 3002, 2, 40)
+    assert doc["clip_image_sha256"] == "a" * 64
+    # another VLM: the oracle figure of the old one is not carried over
+    (tmp_path / "clip-image.onnx.json").write_text(json.dumps({"sha256": "c" * 64}))
+    doc = json.loads(record_unseen_eval(tmp_path, _doc(rate=0.6)).read_text())
+    assert doc["lmnav_success_rate"] == 0.6 and "oracle_success_rate" not in doc
+    with pytest.raises(ValueError, match="only the test seed range"):
+        record_unseen_eval(tmp_path, _doc(split="dev"))
