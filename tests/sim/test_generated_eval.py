@@ -76,3 +76,18 @@ def test_unseen_figures_are_recorded_beside_the_models_they_were_measured_with(t
     assert doc["lmnav_success_rate"] == 0.6 and "oracle_success_rate" not in doc
     with pytest.raises(ValueError, match="only the test seed range"):
         record_unseen_eval(tmp_path, _doc(split="dev"))
+
+
+def test_the_demo_report_quotes_unseen_figures_of_the_installed_vlm_only(tmp_path):
+    from types import SimpleNamespace
+
+    from robot_app.demo.report import provenance
+
+    side = {"sha256": "a" * 64, "params": {"train_worlds": ["campus", "gen-1000"], "train_seeds": [1000, 1000]}}
+    (tmp_path / "clip-image.onnx.json").write_text(json.dumps(side))
+    record_unseen_eval(tmp_path, _doc(rate=0.7))
+    p = provenance(tmp_path, SimpleNamespace(name="campus"))
+    assert p["trained_on_world"] is True and p["unseen_eval"]["lmnav_success_rate"] == 0.7
+    assert provenance(tmp_path, SimpleNamespace(name="gen-3000"))["trained_on_world"] is False
+    (tmp_path / "clip-image.onnx.json").write_text(json.dumps({**side, "sha256": "c" * 64}))
+    assert provenance(tmp_path, SimpleNamespace(name="campus"))["unseen_eval"] is None
