@@ -318,9 +318,9 @@ class JackalBase(DriveCommandGate, SerialDriver):
             # ImuReading from the MCU has gyro and accelerometer (latest(ImuReading) stays useful).
             self._mag = (t, msg.magnetic_field)
         elif name == "navsat/nmea_sentence":
-            reading = self.nmea.decode_line(msg.sentence, t)
-            if reading is not None:
+            for reading in self.nmea.decode(msg.sentence, t):  # one reading per receiver epoch
                 self._publish(reading)
 
     def _on_disconnect(self) -> None:
         self._limiter.reset()
+        self.nmea.reset_stream()

@@ -48,7 +48,9 @@ def drivers_from_config(serial, robot, ros2=None, *, camera: bool = False,
 
     def nmea() -> NmeaDecoder:
         return NmeaDecoder(ignore_checksum_for=serial.gps_ignore_checksum_for, max_age_s=serial.gps_max_age_s,
-                           log_interval_s=serial.bad_log_interval_s)
+                           log_interval_s=serial.bad_log_interval_s,
+                           allow_dead_reckoning=serial.gps_allow_dead_reckoning,
+                           max_sentence_chars=serial.gps_max_sentence_chars)
 
     if serial.gps_source not in ("mcu", "serial", "none"):
         raise ValueError(f"[serial] gps_source: unknown source {serial.gps_source!r} (mcu, serial, none)")

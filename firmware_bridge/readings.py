@@ -78,7 +78,7 @@ class ImuReading:
 
 @dataclass(frozen=True)
 class GpsFix:
-    """A position fix (WGS-84) built from NMEA sentences.
+    """A position fix (WGS-84, degrees; altitude above mean sea level in m), one per receiver epoch.
 
     ``covariance_enu_m2`` is the diagonal (east, north, up) variance in m^2: from GST when the receiver
     sends it (``covariance_type`` 2, "diagonal known" as in sensor_msgs/NavSatFix), else from HDOP
@@ -107,12 +107,16 @@ class GpsFix:
 
 @dataclass(frozen=True)
 class GpsNoFix:
-    """The receiver reports no position (GGA quality 0, RMC status V, GLL status V)."""
+    """The receiver reports no position for one epoch (GGA quality 0, RMC / GLL status V, every GSA in
+    mode 1, fewer than 3 satellites, dead reckoning, ...). ``source`` is the sentence type that decided
+    it, ``reason`` why (e.g. ``"rmc_void"``, ``"gsa_no_fix"``, ``"few_satellites"``,
+    ``"dead_reckoning"``; see :mod:`firmware_bridge.nmea`; empty from sources that give none)."""
 
     t_mono_s: float
     utc_time: _dt.time | None
     source: str
     satellites: int | None = None
+    reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,12 @@ class SerialConfig:
     gps_ignore_checksum_for: list[str] = _opt([], doc="NMEA sentence types whose wrong checksum is tolerated")
     gps_max_age_s: float = _opt(1.5, min=0.0, max=10.0,
                                 doc="how old RMC/VTG/GST/HDT data may be to be attached to a fix")
+    gps_allow_dead_reckoning: bool = _opt(False, doc="report dead-reckoning / estimated NMEA positions (GGA "
+                                                     "quality 6, mode E) as fixes (quality 6)")
+    gps_max_sentence_chars: int = _opt(82, min=82, max=200,
+                                       doc="longest NMEA sentence accepted, $ through CR LF (NMEA 0183: 82; "
+                                           "raise it for receivers past the standard, e.g. u-blox "
+                                           "high-precision NMEA)")
     imu_source: str = _opt("mcu", choices=("mcu", "mip", "none"),
                            doc="IMU from the MCU topics imu/data_raw + imu/mag, or a Microstrain on its own port")
     imu_port: str = _opt("/dev/microstrain")

@@ -13,14 +13,15 @@ def register(sub, groups) -> None:
     p = groups["gps"].add_parser(
         "decode", help="decode an NMEA log (or a serial receiver) with the driver's decoder",
         description="Decode NMEA with the same decoder the GPS driver uses and print the fixes it would "
-                    "report. Lines starting with '#' in a file are comments (gpsd log headers).")
+                    "report, one per receiver epoch. Lines starting with '#' in a file are comments (gpsd log "
+                    "headers).")
     p.add_argument("file", nargs="?", help="captured NMEA log ('-' = stdin)")
     p.add_argument("--port", help="read a serial receiver instead of a file (e.g. /dev/clearpath/gps)")
     p.add_argument("--baud", type=int, default=None, help="serial baud rate (default: [serial] gps_baud)")
     p.add_argument("--duration", type=float, default=10.0, help="seconds to read from --port (default 10)")
     p.add_argument("--json", action="store_true",
-                   help="print one JSON object: counts (lines, fixes, no_fix, ignored, bad, bad_by_reason) "
-                        "and the fixes")
+                   help="print one JSON object: counts per line (lines, used, ignored, bad, bad_by_reason) and "
+                        "per epoch (fixes, no_fix), and the fixes")
     p.add_argument("--ignore-checksum-for", metavar="TYPES", default=None,
                    help="comma-separated sentence types whose wrong checksum is tolerated "
                         "(default: [serial] gps_ignore_checksum_for)")
@@ -73,12 +74,15 @@ def _decode(args, config) -> int:
     ignore = (args.ignore_checksum_for.split(",") if args.ignore_checksum_for is not None
               else config.serial.gps_ignore_checksum_for)
     dec = NmeaDecoder(ignore_checksum_for=[t.strip() for t in ignore if t.strip()],
-                      max_age_s=config.serial.gps_max_age_s, log_interval_s=config.serial.bad_log_interval_s)
+                      max_age_s=config.serial.gps_max_age_s, log_interval_s=config.serial.bad_log_interval_s,
+                      allow_dead_reckoning=config.serial.gps_allow_dead_reckoning,
+                      max_sentence_chars=config.serial.gps_max_sentence_chars)
     chunks = (_chunks_from_file(args.file) if args.file
               else _chunks_from_port(args.port, args.baud or config.serial.gps_baud, args.duration))
     fixes = []
-    for chunk in chunks:
-        for r in dec.feed(chunk):
+
+    def take(readings) -> None:
+        for r in readings:
             if isinstance(r, GpsFix):
                 fixes.append(r)
                 if not args.json:
@@ -88,12 +92,15 @@ def _decode(args, config) -> int:
                         f"sats={r.satellites if r.satellites is not None else '-'} "
                         f"hdop={r.hdop if r.hdop is not None else '-'} src={r.talker}{r.source}"
                     )
-    fixes += [r for r in dec.finish() if isinstance(r, GpsFix)]
+
+    for chunk in chunks:
+        take(dec.feed(chunk))
+    take(dec.finish())  # the last epoch (a file's end, or the end of --duration)
     stats = dec.stats.as_dict()
     if args.json:
         stats["positions"] = [_fix_dict(f) for f in fixes]
         print(json.dumps(stats, indent=1))
     else:
-        print(f"lines {stats['lines']}  fixes {stats['fixes']}  no_fix {stats['no_fix']}  "
+        print(f"lines {stats['lines']}  fixes {stats['fixes']}  no_fix {stats['no_fix']}  used {stats['used']}  "
               f"ignored {stats['ignored']}  bad {stats['bad']} {stats['bad_by_reason'] or ''}".rstrip())
     return 0

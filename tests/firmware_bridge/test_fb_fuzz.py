@@ -26,13 +26,14 @@ def _sentence(body: str) -> str:
 
 GST_HUGE = _sentence("$GPGST,172814.0,0.006,0.023,0.020,273.6,1e200,1e200,0.031")
 GGA = _sentence("$GPGGA,123519.00,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,")
+GGA_NEXT = _sentence("$GPGGA,123520.00,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,")  # the next epoch
 STOP = ros1.Status(ros1.Header(1, 1, 0, ""), "mcu", (1, 0), (1, 0), True, True, True,
                    26.0, 12.0, 5.0, 1.0, 0.2, 1.5, 2.7, 5.0, 10.0)
 
 
 def test_a_gst_with_huge_sigmas_is_counted_and_the_gga_after_it_is_a_fix():
     dec = NmeaDecoder()
-    out = dec.feed(f"{GST_HUGE}\r\n{GGA}\r\n".encode(), 10.0)
+    out = dec.feed(f"{GST_HUGE}\r\n{GGA}\r\n".encode(), 10.0) + dec.finish(10.0)  # finish: end of the epoch
     assert [type(r) for r in out] == [GpsFix]
     assert math.isfinite(out[0].covariance_enu_m2[0]) and out[0].hdop == 0.9
     assert dec.stats.bad == {"field": 1}
@@ -51,7 +52,7 @@ def test_out_of_range_numbers_make_the_sentence_bad_not_an_exception(field, valu
 def test_an_absurd_rmc_speed_is_dropped_and_the_position_kept():
     dec = NmeaDecoder()
     rmc = _sentence("$GPRMC,123519,A,4807.038,N,01131.000,E,1e300,999.0,230394,003.1,W")
-    out = dec.feed((rmc + "\r\n" + rmc + "\r\n").encode(), 1.0)  # RMC-only stream: the second one is a fix
+    out = dec.feed((rmc + "\r\n").encode(), 1.0) + dec.finish(1.0)  # an RMC-only epoch
     assert len(out) == 1 and out[0].speed_mps is None and out[0].course_deg is None
     assert out[0].latitude_deg == pytest.approx(48.1173)
 
@@ -62,6 +63,7 @@ def test_mcu_chunk_gst_gga_status_latches_the_estop_and_publishes_the_fix():
     hdr = ros1.Header(1, 1, 0, "gps")
     chunk = (encode_frame(ids["navsat/nmea_sentence"], ros1.Sentence(hdr, GST_HUGE).serialize())
              + encode_frame(ids["navsat/nmea_sentence"], ros1.Sentence(hdr, GGA).serialize())
+             + encode_frame(ids["navsat/nmea_sentence"], ros1.Sentence(hdr, GGA_NEXT).serialize())  # closes GGA's epoch
              + encode_frame(ids["status"], STOP.serialize()))
     base._on_bytes(chunk, 5.0)
     assert base.estop_latched

@@ -15,7 +15,7 @@ def test_decode_json_counts(dev_data, capsys, name, fixes):
     out = json.loads(capsys.readouterr().out)
     assert {"lines", "fixes", "no_fix", "bad"} <= set(out)
     assert out["fixes"] == fixes == len(out["positions"])
-    assert out["lines"] == out["fixes"] + out["no_fix"] + out["ignored"] + out["bad"]
+    assert out["lines"] == out["used"] + out["ignored"] + out["bad"]
     assert out["bad"] == 0
 
 
@@ -29,7 +29,9 @@ def test_decode_human_output_and_bad_reasons(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "32.6485800" in out and "fixes 1" in out and "bad 2" in out and "checksum" in out
     assert main(["gps", "decode", str(log), "--json", "--ignore-checksum-for", "GGA"]) == 0
-    assert json.loads(capsys.readouterr().out)["fixes"] == 2
+    out = json.loads(capsys.readouterr().out)
+    # both GGAs accepted now; they carry the same time: one epoch, one fix
+    assert out["fixes"] == 1 and out["used"] == 2 and out["bad_by_reason"] == {"no_start": 1}
 
 
 def test_decode_usage_errors(tmp_path, capsys):
