@@ -1,4 +1,5 @@
-"""``robot-app gps decode``: run a captured NMEA log or a live receiver through the driver's decoder."""
+"""``robot-app gps decode``: run a captured NMEA log or a live receiver through the driver's decoder;
+``robot-app bench gpsd``: the decoder's fix epochs against gpsd's expected output on gpsd's test logs."""
 
 from __future__ import annotations
 
@@ -26,6 +27,23 @@ def register(sub, groups) -> None:
                    help="comma-separated sentence types whose wrong checksum is tolerated "
                         "(default: [serial] gps_ignore_checksum_for)")
     p.set_defaults(func=_decode)
+
+    b = groups["bench"].add_parser(
+        "gpsd", help="compare the NMEA decoder's fix epochs with gpsd's expected output on gpsd's test logs",
+        description="Replay every NMEA X.log of --logs that has gpsd's expected output X.log.chk through the "
+                    "driver's decoder and compare fix epochs (same UTC time of day) with gpsd's TPV reports of "
+                    "mode >= 2: per log gpsd's fix epochs, ours, matched, ours that gpsd does not report "
+                    "(extra), gpsd's we miss beyond the first of the stream (missed, with our reason), and the "
+                    "largest distance between matched positions. Binary-protocol logs are skipped. Exits 1 "
+                    "when --strict and any extra or missed epoch.")
+    b.add_argument("--logs", required=True, metavar="DIR", help="directory with gpsd's X.log and X.log.chk files")
+    b.add_argument("--json", action="store_true", help="print the per-log figures and the total as JSON")
+    b.add_argument("--strict", action="store_true", help="exit 1 if any log has an extra or a missed epoch")
+    b.add_argument("--allow-dead-reckoning", action="store_true", default=None,
+                   help="report dead-reckoning fixes (default: [serial] gps_allow_dead_reckoning)")
+    b.add_argument("--max-sentence-chars", type=int, default=None, metavar="N",
+                   help="longest sentence accepted (default: [serial] gps_max_sentence_chars, 82)")
+    b.set_defaults(func=_bench_gpsd)
 
 
 def _chunks_from_file(name: str):
@@ -103,4 +121,62 @@ def _decode(args, config) -> int:
     else:
         print(f"lines {stats['lines']}  fixes {stats['fixes']}  no_fix {stats['no_fix']}  used {stats['used']}  "
               f"ignored {stats['ignored']}  bad {stats['bad']} {stats['bad_by_reason'] or ''}".rstrip())
+    return 0
+
+
+def _bench_gpsd(args, config) -> int:
+    import logging
+
+    from firmware_bridge.gpsd_compare import compare_dir
+    from robot_app.errors import UsageError
+
+    logs = Path(args.logs)
+    if not logs.is_dir():
+        raise UsageError(f"--logs {args.logs}: not a directory")
+    chars = args.max_sentence_chars if args.max_sentence_chars is not None else config.serial.gps_max_sentence_chars
+    if not 82 <= chars <= 200:
+        raise UsageError(f"--max-sentence-chars must be in 82..200, got {chars}")
+    allow_dr = config.serial.gps_allow_dead_reckoning if args.allow_dead_reckoning is None else True
+    nmea_log = logging.getLogger("firmware_bridge.nmea")
+    level = nmea_log.level
+    nmea_log.setLevel(logging.ERROR)  # the logs' bad sentences are counted in the table, not logged
+    try:
+        results = compare_dir(logs, allow_dead_reckoning=allow_dr, max_sentence_chars=chars,
+                              ignore_checksum_for=config.serial.gps_ignore_checksum_for)
+    except OSError as exc:
+        raise UsageError(f"--logs {args.logs}: {exc.strerror or exc}") from exc
+    finally:
+        nmea_log.setLevel(level)
+    if not results:
+        raise UsageError(f"--logs {args.logs}: no NMEA X.log with an X.log.chk there")
+    keys = ("gpsd_epochs", "ours", "matched", "extra", "missed", "missed_first", "cut_at_end")
+    total = {k: sum(getattr(r, k) for r in results) for k in keys}
+    dists = [r.max_distance_m for r in results if r.max_distance_m is not None]
+    total["max_distance_m"] = max(dists) if dists else None
+    total["logs"] = len(results)
+    if args.json:
+        print(json.dumps({"logs": [r.as_dict() for r in results], "total": total,
+                          "decoder": {"allow_dead_reckoning": allow_dr, "max_sentence_chars": chars}}, indent=1))
+    else:
+        print(f"NMEA decoder vs gpsd: fix epochs per log (max_sentence_chars {chars}, "
+              f"allow_dead_reckoning {str(allow_dr).lower()})")
+        print(f"{'log':36s} {'gpsd':>5s} {'ours':>5s} {'match':>5s} {'extra':>5s} {'miss':>5s} {'1st':>3s} "
+              f"{'end':>3s} {'max m':>7s}  notes")
+        for r in results:
+            notes = []
+            if r.missed_reasons:
+                notes.append("missed: " + ", ".join(f"{k} {v}" for k, v in r.missed_reasons.items()))
+            if r.extra_times:
+                notes.append("extra at " + ", ".join(r.extra_times[:3]) + (" ..." if len(r.extra_times) > 3 else ""))
+            if r.bad:
+                notes.append("bad: " + ", ".join(f"{k} {v}" for k, v in sorted(r.bad.items())))
+            dist = "-" if r.max_distance_m is None else f"{r.max_distance_m:.3f}"
+            print(f"{r.name[:36]:36s} {r.gpsd_epochs:5d} {r.ours:5d} {r.matched:5d} {r.extra:5d} {r.missed:5d} "
+                  f"{r.missed_first:3d} {r.cut_at_end:3d} {dist:>7s}  {'; '.join(notes)}")
+        dist = "-" if total["max_distance_m"] is None else f"{total['max_distance_m']:.3f}"
+        print(f"{'total (' + str(len(results)) + ' logs)':36s} {total['gpsd_epochs']:5d} {total['ours']:5d} "
+              f"{total['matched']:5d} {total['extra']:5d} {total['missed']:5d} {total['missed_first']:3d} "
+              f"{total['cut_at_end']:3d} {dist:>7s}")
+    if args.strict and (total["extra"] or total["missed"]):
+        return 1
     return 0
