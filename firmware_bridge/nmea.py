@@ -99,6 +99,7 @@ KNOT_MPS = 1852.0 / 3600.0
 MAX_LINE = 200  # the line splitter's bound on an unterminated tail (noise); far above any sentence
 MAX_SENTENCE_CHARS = 82  # NMEA 0183 v4.10 sec. 5.3: "$" through CR LF
 MIN_SATELLITES = 3  # fewer satellites in use is no fix (gpsd driver_nmea0183.c, GGA)
+MAX_EPOCH_SENTENCES = 256  # an epoch is decided at this many sentences (a 10 Hz cycle has about 10-40)
 
 # Horizontal 1-sigma error per GGA quality, multiplied by HDOP when no GST is available
 # (nmea_navsat_driver defaults: epe_quality1 = 4.0 m, 2 = 0.1 m, 4 = 0.02 m, 5 = 4.0 m, 9 = 3.0 m).
@@ -669,7 +670,7 @@ class NmeaDecoder:
                 pending, self._pending = self._pending, []
                 for p in pending:
                     out += self._join(cur, p)
-            elif self._pending:  # time-less sentences after the epoch looked complete: still its own
+            elif self._pending:  # time-less sentences taken for the next cycle's: this epoch's after all
                 pending, self._pending = self._pending, []
                 for p in pending:
                     out += self._join(cur, p)
@@ -686,6 +687,11 @@ class NmeaDecoder:
         return out
 
     def _join(self, ep: _Epoch, obs: _Obs) -> list:
+        if len(ep.obs) >= MAX_EPOCH_SENTENCES:
+            # a receiver repeating one time (or sending no fix sentence) for ever: decide on what came, keep
+            # no more (memory stays bounded)
+            self.stats.late += 1
+            return [] if ep.decided else self._deliver(ep)
         key = (obs.talker, obs.kind)
         ep.first.setdefault(key, len(ep.obs))
         if obs.kind in FIX_SENTENCES:
@@ -757,10 +763,8 @@ class NmeaDecoder:
             return no_fix(fix_obs[0], "no_position")
         p = min(with_pos, key=lambda o: _POSITION_PRIORITY[o.kind])
         sats = in_use if in_use is not None else (gsa_used or None)
-        hdop = next((o.hdop for o in fix_obs if o.hdop is not None), None)
-        if hdop is None:
-            hdop = next((o.hdop for o in gsas if o.hdop is not None), None)
-        alt = next((o.alt for o in fix_obs if o.alt is not None), None)
+        hdop = next((o.hdop for o in [p] + fix_obs + gsas if o.hdop is not None), None)
+        alt = next((o.alt for o in [p] + fix_obs if o.alt is not None), None)
         dated = next((o.date for o in ep.obs if o.date is not None and o.date[0] is not None), None)
         utc = _combine(dated[0], dated[1], p.time) if dated is not None else p.utc
         quality = p.quality if p.quality is not None else 1

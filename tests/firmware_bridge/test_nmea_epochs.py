@@ -260,3 +260,11 @@ def test_any_order_and_mix_of_sentences_gives_one_decision_per_epoch(cycle, epoc
     assert dec.stats.bad_total == 0
     assert [r.utc_time.second for r in out] == list(range(len(epochs)))  # one reading per epoch, in order
     assert {r.utc_time.second for r in out if isinstance(r, GpsFix)} == set(range(len(epochs))) - voided
+
+
+def test_an_epoch_that_never_ends_keeps_memory_bounded():
+    dec = NmeaDecoder()
+    out = [r for _ in range(5000) for r in dec.decode(gga(), 0.0)]  # a receiver frozen on one time
+    out += [r for _ in range(5000) for r in dec.decode(gsa(3), 0.0)]  # then only GSA, never a fix sentence
+    assert kinds(out) == ["GpsFix"] and len(dec._cur.obs) <= 256
+    assert dec.finish(0.0) == [] and dec.stats.used == 10000
