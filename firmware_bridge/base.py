@@ -10,10 +10,11 @@ device); a vanished port is reopened with backoff. On :meth:`close`: ``Drive(MOD
 
 Drive path: :meth:`JackalBase.set_velocity` stores ``(v m/s, omega rad/s)``; a 50 Hz loop clips it to
 the speed and acceleration limits, converts it to wheel rad/s (jackal_control kinematics) and sends
-``jackal_msgs/Drive`` in MODE_VELOCITY. A command older than ``cmd_timeout_s`` (0.25 s, the stock
-``cmd_vel_timeout``) is replaced by zero at once (not ramped), and so is a :meth:`JackalBase.halt`
-(the host's command multiplexer has no live source); an e-stop (software :meth:`estop`, or
-the MCU reporting its external stop loop open) latches zero until :meth:`reset_estop`.
+``jackal_msgs/Drive`` in MODE_VELOCITY. A command older than ``cmd_timeout_s`` (the app's 0.2 s; the
+stock ``cmd_vel_timeout`` is 0.25 s) is replaced by zero at once (not ramped), and so is a
+:meth:`JackalBase.halt` (the host's command multiplexer has no live source); an e-stop (software
+:meth:`estop`, or the MCU reporting its external stop loop open) writes a zero ``Drive`` frame from the
+call itself, before the next drive tick, and latches zero until :meth:`reset_estop`.
 """
 
 from __future__ import annotations
@@ -107,13 +108,26 @@ class JackalBase(DriveCommandGate, SerialDriver):
         :meth:`set_velocity`. Never raises (a latched e-stop already sends zero)."""
         self._halt_command()
         last = self.last_drive
-        if (last is not None and (last.left != 0.0 or last.right != 0.0) and not self._closing
-                and "cmd_drive" in self._subs):
-            zero = ros1.Drive(ros1.Drive.MODE_VELOCITY, 0.0, 0.0)
-            t_send = time.monotonic()  # stamped before the write: latency measured from here is never < 0
-            if self._write(encode_frame(self._subs["cmd_drive"], zero.serialize())):
-                self.last_drive = zero
-                self.sent_log.append((t_send, zero))
+        if last is not None and (last.left != 0.0 or last.right != 0.0) and not self._closing:
+            self._write_zero()
+
+    def _send_zero_now(self) -> None:
+        """The e-stop's zero, written from :meth:`estop` itself (the touchscreen's handler, the Status
+        frame's receive callback) whatever was sent before; nothing once :meth:`close` has begun."""
+        if not self._closing:
+            self._write_zero()
+
+    def _write_zero(self) -> bool:
+        """Write ``Drive(MODE_VELOCITY, 0, 0)`` now when ``cmd_drive`` is negotiated; True when written."""
+        if "cmd_drive" not in self._subs:
+            return False
+        zero = ros1.Drive(ros1.Drive.MODE_VELOCITY, 0.0, 0.0)
+        t_send = time.monotonic()  # stamped before the write: latency measured from here is never < 0
+        if not self._write(encode_frame(self._subs["cmd_drive"], zero.serialize())):
+            return False
+        self.last_drive = zero
+        self.sent_log.append((t_send, zero))
+        return True
 
     def _engaged_estop(self) -> str | None:
         st = self.latest(BaseStatus)  # the MCU's latest status: the external stop loop still open
@@ -220,11 +234,7 @@ class JackalBase(DriveCommandGate, SerialDriver):
     async def _goodbye(self) -> None:
         if "cmd_drive" in self._subs:
             # zero velocity first (the robot brakes even if the MCU ignores MODE_NONE), then MODE_NONE
-            zero = ros1.Drive(ros1.Drive.MODE_VELOCITY, 0.0, 0.0)
-            t_send = time.monotonic()  # stamped before the write: latency measured from here is never < 0
-            if self._write(encode_frame(self._subs["cmd_drive"], zero.serialize())):
-                self.last_drive = zero
-                self.sent_log.append((t_send, zero))
+            self._write_zero()
             self._write(encode_frame(self._subs["cmd_drive"], ros1.Drive(ros1.Drive.MODE_NONE, 0.0, 0.0).serialize()))
         self._write(TX_STOP)
         await asyncio.sleep(0.02)  # let the transport flush before the port closes

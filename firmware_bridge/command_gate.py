@@ -3,9 +3,10 @@
 :meth:`DriveCommandGate.set_velocity` stores ``(v m/s, omega rad/s)`` with its time; each drive tick asks
 :meth:`DriveCommandGate._gate_step` for the twist to send: the command clipped to the speed and
 acceleration limits (:class:`~firmware_bridge.kinematics.VelocityLimiter`), or zero at once (not ramped)
-when it is older than ``cmd_timeout_s`` (0.25 s, the stock Jackal ``cmd_vel_timeout``) or an e-stop is
-latched. :meth:`estop` latches zero until :meth:`reset_estop`, which a driver refuses while its platform
-still reports the stop engaged (:meth:`_engaged_estop`). docs/protocols.md, "Drive commands, timeout and e-stop".
+when it is older than ``cmd_timeout_s`` (the app's ``[robot] cmd_timeout_s``, 0.2 s; the stock Jackal
+``cmd_vel_timeout`` is 0.25 s) or an e-stop is latched. :meth:`estop` sends a zero command at once and latches
+zero until :meth:`reset_estop`, which a driver refuses while its platform still reports the stop engaged
+(:meth:`_engaged_estop`). docs/protocols.md, "Drive commands, timeout and e-stop".
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ class DriveCommandGate:
     A driver calls :meth:`_init_gate` in its constructor (``robot``: anything with ``max_v_mps``,
     ``max_omega_radps``, ``max_accel_mps2``, ``max_alpha_radps2``, ``cmd_timeout_s``, ``control_rate_hz``),
     runs :meth:`_drive_loop` as a task while its link is up, implements ``_send_drive(now, dt_s)`` (which
-    sends :meth:`_gate_step`'s twist) and overrides :meth:`_engaged_estop`; it has a ``name``.
+    sends :meth:`_gate_step`'s twist) and :meth:`_send_zero_now` (a zero command at once, for :meth:`estop`),
+    and overrides :meth:`_engaged_estop`; it has a ``name``.
     """
 
     name = "base"
@@ -66,12 +68,27 @@ class DriveCommandGate:
         self._limiter.reset()
 
     def estop(self, reason: str = "software e-stop") -> None:
-        """Latch zero velocity now; only :meth:`reset_estop` clears it."""
-        if self._estop_reason is None:
-            log.warning("%s: e-stop latched: %s", self.name, reason)
+        """Latch zero velocity and send a zero command at once; only :meth:`reset_estop` clears the latch.
+
+        The zero goes out from this call (:meth:`_send_zero_now`: written to the port, or published), not at
+        the next drive tick and not through a queued task: STOP from the touchscreen's handler and the MCU's
+        hardware e-stop from the receive callback of its ``Status`` frame put zero on the wire before they
+        return. Later ticks keep sending zero while the latch holds. Never raises.
+        """
+        first = self._estop_reason is None
         self._estop_reason = self._estop_reason or reason
         self._cmd = (0.0, 0.0, -math.inf)
         self._limiter.reset()
+        try:
+            self._send_zero_now()
+        except Exception:  # noqa: BLE001 - the latch holds and every drive tick sends zero anyway
+            log.exception("%s: could not send the e-stop's zero command at once", self.name)
+        if first:  # logged after the write: the log's I/O must not delay the stop
+            log.warning("%s: e-stop latched: %s", self.name, reason)
+
+    def _send_zero_now(self) -> None:
+        """Send a zero velocity command now, outside the drive loop, when the link is up (driver hook;
+        :meth:`estop` calls it after latching)."""
 
     def _engaged_estop(self) -> str | None:
         """What still holds the robot stopped (a hardware or platform e-stop), or None."""

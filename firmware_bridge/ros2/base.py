@@ -4,8 +4,8 @@ Drive path, the same as :class:`firmware_bridge.base.JackalBase`'s: :meth:`Ros2B
 ``(v m/s, omega rad/s)``; a loop at ``control_rate_hz`` clips it to the speed and acceleration limits and
 publishes ``geometry_msgs/Twist`` (or ``TwistStamped``) on the command topic, reliable QoS. A command
 older than ``cmd_timeout_s`` is replaced by zero at once (not ramped), and so is a :meth:`halt`; an
-e-stop (software :meth:`estop`, or ``True`` on the platform's e-stop topic) latches zero until
-:meth:`reset_estop`. :meth:`close` publishes a last zero command.
+e-stop (software :meth:`estop`, or ``True`` on the platform's e-stop topic) publishes a zero command from
+the call itself and latches zero until :meth:`reset_estop`. :meth:`close` publishes a last zero command.
 
 Readings, the kinds the serial base gives, so the safety monitor, state estimator and recorder work
 unchanged:
@@ -103,6 +103,11 @@ class Ros2Base(DriveCommandGate, Ros2Driver):
         zero. Never raises."""
         self._halt_command()
         if self.last_twist not in (None, (0.0, 0.0)) and not self._closing:
+            self._publish_twist(0.0, 0.0)
+
+    def _send_zero_now(self) -> None:
+        """The e-stop's zero, published from :meth:`estop` itself whatever was published before."""
+        if not self._closing:
             self._publish_twist(0.0, 0.0)
 
     def _engaged_estop(self) -> str | None:

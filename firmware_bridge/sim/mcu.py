@@ -11,7 +11,8 @@ an RMC sentence (10 Hz).
 Fault injection (attributes and methods): ``drop_probability`` (frames silently lost),
 ``noise_probability`` (per-byte corruption, as a baud mismatch gives), :meth:`inject_garbage`,
 ``stalled`` (hung firmware: silent, deaf), :meth:`unplug` / :meth:`replug` (USB port vanishing),
-``estop_engaged`` (external stop loop open), ``gps_dropout`` (void RMC sentences).
+``estop_engaged`` (external stop loop open; :meth:`JackalMcuSim.send_status` reports it at once rather than
+with the next 1 Hz Status), ``gps_dropout`` (void RMC sentences).
 """
 
 from __future__ import annotations
@@ -249,7 +250,19 @@ class JackalMcuSim:
                 line = format_rmc(utc, lat, lon, speed_mps=abs(st.v_mps), course_deg=90.0 - math.degrees(st.yaw_rad))
             await self._send(self._pub_id("navsat/nmea_sentence"), ros1.Sentence(self._header("gps"), line).serialize())
         if k % max(1, round(self.rate_hz)) == 0:
-            up = time.monotonic() - self._t0
-            await self._send(self._pub_id("status"), ros1.Status(
-                self._header(""), self.hardware_id, (int(up), int((up % 1) * 1e9)), (int(up), 0), True, True,
-                self.estop_engaged, 26.5, 12.0, 5.0, 1.0, 0.2, 1.5, 2.7, 5.0, 10.0).serialize())
+            await self.send_status()
+
+    async def send_status(self) -> float | None:
+        """Publish a ``Status`` frame now (the tick loop sends one a second), e.g. right after
+        ``estop_engaged`` changed, as firmware that reports a stop loop change at once would. Returns the
+        monotonic time stamped just before the write (the benchmarks measure from it), or None when
+        nothing was sent (not configured, stalled, port closed)."""
+        if not self.configured or self.stalled or not self.port.is_open:
+            return None
+        up = time.monotonic() - self._t0
+        payload = ros1.Status(self._header(""), self.hardware_id, (int(up), int((up % 1) * 1e9)), (int(up), 0),
+                              True, True, self.estop_engaged, 26.5, 12.0, 5.0, 1.0, 0.2, 1.5, 2.7, 5.0,
+                              10.0).serialize()
+        t_send = time.monotonic()
+        await self._send(self._pub_id("status"), payload)
+        return t_send

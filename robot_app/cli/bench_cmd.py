@@ -1,6 +1,6 @@
-"""``robot-app bench search`` (walk search: numba vs. pure Python vs. scipy), ``bench map-build`` and
-``bench map-open`` (opening a map with its content hashes checked) and ``bench stale-stop`` (a silent
-autonomy source to zero on the wire, through the whole app)."""
+"""``robot-app bench search`` (walk search: numba vs. pure Python vs. scipy), ``bench map-build``,
+``bench map-open`` (opening a map with its content hashes checked), ``bench stale-stop`` (a silent
+autonomy source to zero on the wire, through the whole app) and ``bench estop`` (STOP to zero on the wire)."""
 
 from __future__ import annotations
 
@@ -50,6 +50,19 @@ def register(sub, groups) -> None:
                     help="run N busy processes (one core each) while measuring, e.g. 2 on the robot's 2 cores")
     ss.add_argument("--json", action="store_true", help="print the figures as JSON")
     ss.set_defaults(func=_bench_stale_stop)
+    es = groups["bench"].add_parser("estop", help="STOP (touchscreen and hardware e-stop) to a zero Drive frame on "
+                                                  "the wire, through the app on the simulated MCU",
+                                    description="Press STOP through POST /api/stop (as the touchscreen) and as the "
+                                                "MCU's Status frame reporting the hardware e-stop, while the robot "
+                                                "drives at 1 m/s, and measure the time until the simulated MCU "
+                                                "receives a zero Drive frame. Goal: max <= 100 ms with --load 2.")
+    es.add_argument("--path", default="both", choices=("touchscreen", "hardware", "both"),
+                    help="which STOP to press (default both)")
+    es.add_argument("--trials", type=int, default=20, help="presses per path (default 20)")
+    es.add_argument("--load", type=int, default=0, metavar="N",
+                    help="run N busy processes (one core each) while measuring, e.g. 2 on the robot's 2 cores")
+    es.add_argument("--json", action="store_true", help="print the figures as JSON")
+    es.set_defaults(func=_bench_estop)
 
 
 def _sizes(text: str) -> list[int]:
@@ -158,4 +171,21 @@ def _bench_stale_stop(args, config) -> int:
         print(json.dumps(results[0] if len(results) == 1 else {r["backend"]: r for r in results}, indent=2))
     else:
         print("\n\n".join(stale_stop.format_table(r) for r in results))
+    return 0
+
+
+def _bench_estop(args, config) -> int:
+    from robot_app.bench import estop
+    from robot_app.bench.load import cpu_hogs
+
+    if args.trials < 1 or args.trials > 10000:
+        raise UsageError(f"--trials {args.trials}: expected 1-10000")
+    if not 0 <= args.load <= 64:
+        raise UsageError(f"--load {args.load}: expected 0-64 busy processes")
+    paths = estop.PATHS if args.path == "both" else (args.path,)
+    with cpu_hogs(args.load):
+        res = estop.run(config, paths=paths, trials=args.trials,
+                        progress=lambda msg: print(f"bench estop: {msg}", file=sys.stderr))
+    res["cpu_hogs"] = args.load
+    print(json.dumps(res, indent=2) if args.json else estop.format_table(res))
     return 0

@@ -431,11 +431,13 @@ class MissionExecutive:
             log.error("could not write the run record: %s", exc)
 
     def stop(self, reason: str = "operator STOP") -> None:
-        """Latch the base e-stop, end any run; effective at the next drive tick (20 ms at 50 Hz)."""
-        self.commands.latch_stop(reason)
-        self.commands.release(Source.AUTONOMY)
+        """Latch the base e-stop, end any run. The base's e-stop comes first and writes a zero command to the
+        wire from this call (not at the next drive tick); the multiplexer's STOP slot, the hooks and the
+        end of the run follow."""
         if self.sensors.base is not None:
             self.sensors.base.estop(reason)
+        self.commands.latch_stop(reason)
+        self.commands.release(Source.AUTONOMY)
         for hook in self.on_stop:
             hook()
         if self._nav_task is not None and not self._nav_task.done():

@@ -11,6 +11,7 @@ from firmware_bridge import ros1
 from firmware_bridge.base import JackalBase
 from firmware_bridge.errors import BridgeTimeout, EStopLatched, ProtocolMismatch
 from firmware_bridge.readings import BaseStatus, GpsFix, GpsNoFix, ImuReading, WheelFeedback
+from firmware_bridge.rosserial import FrameDecoder, encode_frame
 from firmware_bridge.sim.mcu import PUBLISHERS, JackalMcuSim
 from firmware_bridge.sim.plant import KinematicPlant
 from firmware_bridge.sim.vport import VirtualPort
@@ -253,4 +254,94 @@ def test_imu_readings_carry_gyro_accel_and_the_latest_mag(tmp_path, arun):
             assert r.angular_velocity_radps is not None and r.linear_acceleration_mps2[2] == pytest.approx(9.80665)
             assert r.magnetic_field_t is not None and r.magnetic_field_t[2] == pytest.approx(-4.4e-5)
             assert r.orientation_xyzw is None  # imu/data_raw: orientation covariance -1 = unknown
+    arun(body)
+
+
+class _Wire:
+    """A transport that keeps every write in order: the bytes the port would carry."""
+
+    def __init__(self):
+        self.writes: list[bytes] = []
+
+    def is_closing(self) -> bool:
+        return False
+
+    def write(self, data) -> None:
+        self.writes.append(bytes(data))
+
+
+def _drives(chunks) -> list:
+    """The ``cmd_drive`` (topic 105) messages in ``chunks``, in order."""
+    dec = FrameDecoder()
+    return [ros1.Drive.deserialize(f.payload) for c in chunks for f in dec.feed(c) if f.topic_id == 105]
+
+
+def _wired_base():
+    """A JackalBase whose link is up on a recording wire (``cmd_drive`` on 105, ``status`` on 100) and whose
+    drive loop never runs: every drive tick below is called by hand, so a frame that appears without one
+    was written by the call itself."""
+    drv = JackalBase("inproc://never-opened", robot=ROBOT)
+    drv._transport = wire = _Wire()
+    drv._subs = {"cmd_drive": 105}
+    drv._pubs = {100: ("status", ros1.Status)}
+    drv._announced = {100}
+    drv.set_velocity(1.0, 0.0)
+    t_cmd = drv._cmd[2]
+    for _ in range(5):  # drive ticks, on the command's own clock (never stale)
+        drv._send_drive(t_cmd, 1.0 / ROBOT.control_rate_hz)
+    assert _drives(wire.writes)[-1].left > 0.0  # driving
+    return drv, wire, t_cmd
+
+
+def _is_zero(m) -> bool:
+    return m.mode == ros1.Drive.MODE_VELOCITY and (m.left, m.right) == (0.0, 0.0)
+
+
+def test_estop_writes_zero_from_the_call_not_at_the_next_drive_tick():
+    drv, wire, t_cmd = _wired_base()
+    n = len(wire.writes)
+    drv.estop("test STOP")
+    after = _drives(wire.writes[n:])
+    assert len(after) == 1 and _is_zero(after[0])  # on the wire before estop() returned, no tick between
+    assert drv.estop_latched and _is_zero(drv.last_drive) and _is_zero(drv.sent_log[-1][1])
+    drv._send_drive(t_cmd, 1.0 / ROBOT.control_rate_hz)  # the ticks after it keep sending zero
+    assert all(_is_zero(m) for m in _drives(wire.writes[n:]))
+
+
+def test_hardware_estop_status_frame_writes_zero_while_it_is_handled():
+    drv, wire, t_cmd = _wired_base()
+    n = len(wire.writes)
+    status = ros1.Status(hardware_id="jackal-sim", drivers_active=True, driver_external_stop_present=True,
+                         driver_external_stop_stopped=True, measured_battery=26.5)
+    drv._on_bytes(encode_frame(100, status.serialize()), t_cmd)  # the MCU's Status: external stop loop open
+    after = _drives(wire.writes[n:])
+    assert len(after) == 1 and _is_zero(after[0])
+    assert drv.estop_latched and drv.latest(BaseStatus).estop_stopped
+    with pytest.raises(EStopLatched, match="still engaged"):
+        drv.reset_estop()
+
+
+def test_estop_without_a_link_latches_and_writes_nothing():
+    drv = JackalBase("inproc://never-opened", robot=ROBOT)
+    drv.estop("no link yet")  # no transport, no cmd_drive: the latch alone (ticks send zero once it is up)
+    assert drv.estop_latched and drv.last_drive is None and not drv.sent_log
+
+
+def test_estop_zero_reaches_the_mcu_right_after_the_last_moving_frame(tmp_path, arun):
+    async def body():
+        sim, drv = _pair(tmp_path)
+        async with sim, drv:
+            await drv.wait_connected(3.0)
+            for _ in range(10):
+                drv.set_velocity(1.0, 0.0)
+                await asyncio.sleep(0.02)
+            ticks = len(drv.tick_lateness_s)
+            drv.estop("test STOP")
+            assert len(drv.tick_lateness_s) == ticks  # no drive tick ran ...
+            assert _is_zero(drv.sent_log[-1][1]) and drv.sent_log[-2][1].left > 0.0  # ... yet zero was written
+            sent = [ros1.Drive.deserialize(m.serialize()) for _t, m in drv.sent_log]  # as float32 on the wire
+            await _wait_for(lambda: len(sim.drive_log) >= len(sent), 2.0)
+            got = [m for _t, m in sim.drive_log][:len(sent)]
+            assert got == sent  # the MCU received every frame in the order written: the zero right after the
+            #                     last moving frame, not a tick later
     arun(body)

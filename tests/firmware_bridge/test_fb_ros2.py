@@ -146,6 +146,25 @@ def test_platform_estop_latches_and_blocks_reset(arun):
     arun(body)
 
 
+def test_estop_publishes_zero_from_the_call_not_at_the_next_drive_tick(arun):
+    async def body():
+        async with _robot() as (sim, d):
+            base = d["base"]
+            for _ in range(10):
+                base.set_velocity(0.5, 0.0)
+                await asyncio.sleep(0.02)
+            assert base.last_twist == (0.5, 0.0)
+            ticks = len(base.tick_lateness_s)
+            base.estop("test STOP")
+            assert len(base.tick_lateness_s) == ticks and base.sent_log[-1][1] == (0.0, 0.0)  # no tick ran
+            t_stop = base.sent_log[-1][0]
+            await _until(lambda: any(t >= t_stop and (v, w) == (0.0, 0.0) for t, v, w in sim.cmd_log))
+            got = [(v, w) for t, v, w in sim.cmd_log]
+            k = max(i for i, c in enumerate(got) if c != (0.0, 0.0))
+            assert got[k + 1:] and set(got[k + 1:]) == {(0.0, 0.0)}  # reliable QoS: nothing moving after it
+    arun(body)
+
+
 def test_estop_reaches_the_safety_monitor_without_a_battery_topic(arun):
     """A robot that publishes no battery state: the e-stop still gives a BaseStatus (battery NaN), so the
     safety monitor reports the hardware e-stop and no battery fault."""
