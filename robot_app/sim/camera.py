@@ -4,7 +4,9 @@
 ``subscribe``, ``unsubscribe``, ``latest``, ``frames_read``) and publishes the same
 :class:`robot_app.sensing.camera.Frame` objects, so the app cannot tell it from a real camera. It renders at
 ``[camera] fps`` in real time (a worker thread; frames dropped, never queued), at ``[camera]
-width`` x ``height``, from the pose of the plant that moves the simulated robot.
+width`` x ``height``, from the pose of the plant that moves the simulated robot. The renderer itself runs
+in a child process (:class:`robot_app.sim.render_proc.RenderProcess`): pybullet keeps the interpreter lock
+while it draws, and in this process it would stall the control loop.
 
 That plant is found in a small process-wide registry: whoever creates the world plant for the device
 simulators (:func:`world_plant_from_config`, ``robot-app sim devices --world``, or a test) registers it
@@ -95,9 +97,9 @@ class SimCamera(FramePublisher):
                               "(start the device simulators with a world in the same process)")
         def worker(stop: threading.Event, publish) -> None:
             try:
-                from robot_app.sim.render import WorldRenderer
+                from robot_app.sim.render_proc import RenderProcess
 
-                ren = WorldRenderer(plant.world, width=self.cfg.width, height=self.cfg.height,
+                ren = RenderProcess(plant.world, width=self.cfg.width, height=self.cfg.height,
                                     hfov_deg=self.sim.hfov_deg, camera_height_m=self.sim.camera_height_m,
                                     seed=self.sim.seed, noise_std=self.sim.image_noise)
             except Exception as exc:  # noqa: BLE001
