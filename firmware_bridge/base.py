@@ -10,8 +10,8 @@ device); a vanished port is reopened with backoff. On :meth:`close`: ``Drive(MOD
 
 Drive path: :meth:`JackalBase.set_velocity` stores ``(v m/s, omega rad/s)``; a 50 Hz loop clips it to
 the speed and acceleration limits, converts it to wheel rad/s (jackal_control kinematics) and sends
-``jackal_msgs/Drive`` in MODE_VELOCITY. A command older than ``cmd_timeout_s`` (the app's 0.2 s; the
-stock ``cmd_vel_timeout`` is 0.25 s) is replaced by zero at once (not ramped), and so is a
+``jackal_msgs/Drive`` in MODE_VELOCITY. A command older than ``cmd_timeout_s`` (the app's 0.25 s, as the
+stock ``cmd_vel_timeout``) is replaced by zero at once (not ramped), and so is a
 :meth:`JackalBase.halt` (the host's command multiplexer has no live source); an e-stop (software
 :meth:`estop`, or the MCU reporting its external stop loop open) writes a zero ``Drive`` frame from the
 call itself, before the next drive tick, and latches zero until :meth:`reset_estop`.

@@ -3,8 +3,8 @@
 :meth:`DriveCommandGate.set_velocity` stores ``(v m/s, omega rad/s)`` with its time; each drive tick asks
 :meth:`DriveCommandGate._gate_step` for the twist to send: the command clipped to the speed and
 acceleration limits (:class:`~firmware_bridge.kinematics.VelocityLimiter`), or zero at once (not ramped)
-when it is older than ``cmd_timeout_s`` (the app's ``[robot] cmd_timeout_s``, 0.2 s; the stock Jackal
-``cmd_vel_timeout`` is 0.25 s) or an e-stop is latched. :meth:`estop` sends a zero command at once and latches
+when it is older than ``cmd_timeout_s`` (the app's ``[robot] cmd_timeout_s``, 0.25 s, as the stock Jackal
+``cmd_vel_timeout``) or an e-stop is latched. :meth:`estop` sends a zero command at once and latches
 zero until :meth:`reset_estop`, which a driver refuses while its platform still reports the stop engaged
 (:meth:`_engaged_estop`). docs/protocols.md, "Drive commands, timeout and e-stop".
 """
