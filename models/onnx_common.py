@@ -197,3 +197,49 @@ def l2_normalise(x: np.ndarray, *, axis: int = -1, eps: float = 1e-12) -> np.nda
     x = np.asarray(x, dtype=np.float32)
     n = np.linalg.norm(x, axis=axis, keepdims=True)
     return (x / np.maximum(n, eps)).astype(np.float32, copy=False)
+
+
+def int8_kernels_exact(cpuinfo: str | os.PathLike = "/proc/cpuinfo", machine: str | None = None,
+                       features: dict | None = None) -> bool:
+    """Whether onnxruntime's signed-weight (u8s8) int8 kernels accumulate exactly on this CPU.
+
+    On x86-64 without VNNI, MLAS computes u8s8 products with ``vpmaddubsw``, whose int16 pair sums
+    saturate (onnxruntime's quantization guide, "when and why do I need to try U8U8"), so a signed-weight
+    int8 file gives slightly different embeddings there (cosine 0.989 instead of 1.0 with the sim text
+    tower's reference). AVX512-VNNI / AVX-VNNI (``vpdpbusd``) and aarch64's dot-product kernels (the
+    robot's Jetson) accumulate in int32 exactly; unsigned weights (u8u8) are exact everywhere.
+
+    Parameters
+    ----------
+    cpuinfo : Linux's CPU description, read for the ``avx_vnni`` flag (numpy's CPU features lack it).
+    machine : ``platform.machine()`` (None: this machine's).
+    features : numpy's run-time CPU features (CPUID; None: numpy's own), read for ``AVX512VNNI``.
+
+    Returns True where the CPU has VNNI, on any non-x86 machine, and where neither source can be read.
+    """
+    import platform
+
+    machine = (machine or platform.machine()).lower()
+    if machine not in ("x86_64", "amd64", "i386", "i686"):
+        return True
+    if features is None:
+        try:
+            from numpy._core._multiarray_umath import __cpu_features__ as features
+        except ImportError:  # numpy < 2
+            try:
+                from numpy.core._multiarray_umath import __cpu_features__ as features
+            except ImportError:
+                features = {}
+    if features.get("AVX512VNNI"):
+        return True
+    try:
+        text = Path(cpuinfo).read_text(errors="replace")
+    except OSError:
+        return not features  # nothing known: the strict bound
+    flags = set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.partition(":")[2].split())
+    if "avx_vnni" in flags:
+        return True
+    return not features and not flags

@@ -174,3 +174,26 @@ def test_verify_holds_int8_and_tensorrt_fp16_to_the_cosine_bounds():
     assert verify_bound(fp32, fp16=True) == {"min_cosine": 0.99, "dist_tol_steps": 0.4}
     q = {"int8": {"min_cosine": 0.995, "dist_tol_steps": 0.4}}
     assert verify_bound(q, fp16=False) == verify_bound(q, fp16=True) == q["int8"]
+    # the sim exporter's int8 text tower (no recorded bounds): exact kernels -> |diff| < 1e-3, x86 without
+    # VNNI (saturating u8s8 kernels) -> cosine 0.98
+    text = read_sidecar(SIM / "clip-text.onnx", kind="clip-text").params
+    assert verify_bound(text, fp16=False, precision="int8", exact_int8=True) is None
+    assert verify_bound(text, fp16=False, precision="int8", exact_int8=False) == {"min_cosine": 0.98}
+
+
+@pytest.mark.parametrize(("machine", "avx512_vnni", "flags", "exact"), [
+    ("x86_64", True, "fpu sse2 avx2 avx512f avx512_vnni", True),
+    ("x86_64", False, "fpu sse2 avx2 avx_vnni", True),  # numpy's CPU features do not name AVX-VNNI
+    ("x86_64", False, "fpu sse2 avx2 fma", False),
+    ("x86_64", False, "fpu sse2 avx2 avx512f avx512_vnni", False),  # CPUID wins (an emulated CPU)
+    ("aarch64", False, "fp asimd asimddp", True),
+])
+def test_int8_kernels_exact_reads_the_cpu_features(tmp_path, machine, avx512_vnni, flags, exact):
+    from models.onnx_common import int8_kernels_exact
+
+    info = tmp_path / "cpuinfo"
+    info.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t\t: {flags}\n")
+    feats = {"AVX2": True, "AVX512VNNI": avx512_vnni}
+    assert int8_kernels_exact(info, machine=machine, features=feats) is exact
+    # nothing known: exact, the strict bound
+    assert int8_kernels_exact(tmp_path / "missing", machine="x86_64", features={}) is True

@@ -285,11 +285,13 @@ def test_vnm_drive_gps_goal_check_drives_the_rest_when_the_vnm_stops_short():
 
     def drive(check_m):
         return drive_walk(world, sw, mode="vnm", vnm=vnm, camera=CAMERA, params=DriveParams(gps_noise_m=0.0), seed=1,
-                          options=_opts(goal_confirm_steps=1, gps_goal_check_m=check_m))
+                          options=_opts(goal_confirm_steps=1, gps_goal_check_m=check_m, goal_radius_m=0.3))
 
-    short, checked = drive(0.0), drive(1.0)
-    assert short.gps_m == 0.0 and short.final_error_m > 1.0  # the premise: the VNM alone stops short
-    assert checked.gps_m > 0.1 and checked.final_error_m < 1.0 and checked.total_disengagements == 0
+    # How far short the int8 VNM stops depends on the CPU's int8 kernels (0.8 m on AVX2 without VNNI, 1.3 m
+    # with VNNI): the check's 0.5 m and the GPS goal radius's 0.3 m hold on both.
+    short, checked = drive(0.0), drive(0.5)
+    assert short.gps_m == 0.0 and short.final_error_m > 0.5  # the premise: the VNM alone stops short
+    assert checked.gps_m > 0.1 and checked.final_error_m < 0.5 and checked.total_disengagements == 0
 
 
 def test_vnm_drive_ends_reached_by_gps_when_the_vnm_does_not_confirm_the_last_node():
