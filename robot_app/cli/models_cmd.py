@@ -439,7 +439,9 @@ def verify_bound(params: dict, *, fp16: bool, precision: str = "fp32", exact_int
     if q:
         return q
     if precision == "int8":
-        exact = int8_kernels_exact() if exact_int8 is None else exact_int8
+        # unsigned weights (exports since the u8u8 change record it) accumulate exactly on every CPU
+        exact = params.get("int8_weight_type") == "uint8" or (int8_kernels_exact() if exact_int8 is None
+                                                                else exact_int8)
         return None if exact else {"min_cosine": SATURATING_MIN_COSINE}
     if not fp16:
         return None

@@ -179,6 +179,8 @@ def test_verify_holds_int8_and_tensorrt_fp16_to_the_cosine_bounds():
     text = read_sidecar(SIM / "clip-text.onnx", kind="clip-text").params
     assert verify_bound(text, fp16=False, precision="int8", exact_int8=True) is None
     assert verify_bound(text, fp16=False, precision="int8", exact_int8=False) == {"min_cosine": 0.98}
+    u8 = {**text, "int8_weight_type": "uint8"}  # unsigned weights: exact on every CPU
+    assert verify_bound(u8, fp16=False, precision="int8", exact_int8=False) is None
 
 
 @pytest.mark.parametrize(("machine", "avx512_vnni", "flags", "exact"), [
