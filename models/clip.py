@@ -35,7 +35,7 @@ from core.presence import PresenceRule
 from models.clip_preprocess import ClipTokenizer, WordPieceTokenizer, preprocess_images
 from models.grounding_calibration import fallback_rule
 from models.onnx_common import CPU, check_array, check_session_io, l2_normalise, open_session, session_options
-from models.sidecar import ModelInvalid, ModelMissing, read_sidecar
+from models.sidecar import ModelInvalid, ModelMissing, read_sidecar, warn_sim_only
 
 log = logging.getLogger(__name__)
 
@@ -194,8 +194,7 @@ def open_clip_model(models_dir: str | os.PathLike, *, config=None, warm_up: bool
                       prompt=getattr(mc, "clip_prompt", DEFAULT_PROMPT),
                       prompt_ensemble=getattr(mc, "clip_prompt_ensemble", ()))
     if model.sim_only:
-        log.warning("%s is a SIM-ONLY stand-in model (trained on simulated renders): its groundings mean "
-                    "nothing on real camera images", img_sc.model_path)
+        warn_sim_only(img_sc.model_path, "its groundings")
     if warm_up:
         model.warm_up()
     return model

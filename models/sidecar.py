@@ -105,6 +105,19 @@ class Sidecar:
         return self.path.parent / name
 
 
+_SIM_ONLY_WARNED: set = set()
+
+
+def warn_sim_only(path: str | os.PathLike, meaning: str) -> None:
+    """Log once per file and process that ``path`` is a SIM-ONLY stand-in model (``meaning``: what its
+    outputs mean nothing for); later opens of the same file log it at DEBUG."""
+    key = str(Path(path).resolve())
+    first = key not in _SIM_ONLY_WARNED
+    _SIM_ONLY_WARNED.add(key)
+    (log.warning if first else log.debug)("%s is a SIM-ONLY stand-in model (trained on simulated renders): "
+                                          "%s mean nothing on real camera images", path, meaning)
+
+
 def precision(sc: Sidecar) -> str:
     """``"int8"`` when the sidecar's ``params.quantization`` says the weights are int8 (written by
     ``robot-app models quantize`` and by the sim exporter's text tower), else ``"fp32"``."""

@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 
 from models.onnx_common import CPU, check_array, check_session_io, open_session, session_options
-from models.sidecar import ModelMissing, read_sidecar
+from models.sidecar import ModelMissing, read_sidecar, warn_sim_only
 
 log = logging.getLogger(__name__)
 
@@ -205,8 +205,7 @@ def open_vnm(models_dir: str | os.PathLike, *, config=None, warm_up: bool = True
     check_session_io(sess, sc)
     model = VnmModel(sess, sidecar=sc)
     if model.sim_only:
-        log.warning("%s is a SIM-ONLY stand-in model (trained on simulated renders): its waypoints and "
-                    "distances mean nothing on real camera images", path)
+        warn_sim_only(path, "its waypoints and distances")
     if warm_up:
         model.warm_up()
     return model

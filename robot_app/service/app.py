@@ -294,7 +294,8 @@ class App:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop, signal.Signals(sig).name)
         for name, state in self.models.items():
-            (log.info if state == "installed" else log.warning)("model %s: %s", name, state)
+            fact = state == "installed" or state.startswith("bundled")  # a fallback is worth a warning
+            (log.info if fact else log.warning)("model %s: %s", name, state)
         for name, drv in self.drivers.items():
             self.supervisor.start(DriverComponent(name, drv))
         self.supervisor.start(self.control)

@@ -18,13 +18,19 @@ def _config_file(tmp_path, camera_source: str):
     return p
 
 
-def test_the_vnm_runtime_warns_about_a_sim_only_model(caplog):
+def test_the_vnm_runtime_warns_once_about_a_sim_only_model(tmp_path, caplog):
+    import shutil
+
     from models.vnm import open_vnm
 
-    with caplog.at_level(logging.WARNING, logger="models.vnm"):
-        vnm = open_vnm(shipped_models_dir(), warm_up=False)
-    assert vnm.sim_only is True
-    assert any("SIM-ONLY" in r.getMessage() for r in caplog.records)
+    for f in shipped_models_dir().glob("vnm*"):  # a file this process has not opened yet
+        shutil.copy(f, tmp_path / f.name)
+    with caplog.at_level(logging.WARNING, logger="models.sidecar"):
+        vnm = open_vnm(tmp_path, warm_up=False)
+        again = open_vnm(tmp_path, warm_up=False)
+    assert vnm.sim_only is True and again.sim_only is True
+    warned = [r.getMessage() for r in caplog.records if "SIM-ONLY" in r.getMessage()]
+    assert len(warned) == 1 and str(tmp_path / "vnm.onnx") in warned[0]  # once per file and process
 
 
 def test_run_with_a_real_camera_refuses_sim_only_models_in_one_line(tmp_path):
