@@ -244,6 +244,19 @@ def trace_step_text(entry: dict) -> str:
     return f"{kind}: {json.dumps(entry, default=str)}"
 
 
+def learned_text(entry: dict) -> str:
+    """One learned item (``core.lasp.knowledge``'s ``as_dict``) in words for the report."""
+    kind = entry.get("kind")
+    if kind == "precondition":
+        return f"precondition {entry.get('pddl', '?')} of {entry.get('action', '?')}"
+    if kind == "property":
+        params = ", ".join(entry.get("params") or [])
+        return f"property {entry.get('name', '?')}({params})" + (" (numeric)" if entry.get("numeric") else "")
+    if kind == "object":
+        return f"object {entry.get('name', '?')} of type {entry.get('type', '?')}"
+    return json.dumps(entry, default=str)
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
@@ -270,7 +283,8 @@ def render_html(ctx, summ: dict, records: dict, png: Path) -> str:
         if key in drive:
             metrics.append((key.replace("_", " "), drive[key]))
     stages = [("stage", "ok", "wall s", "reason")] + [
-        (n, records[n].get("ok"), records[n].get("wall_s"), records[n].get("reason", ""))
+        (n, records[n].get("ok"), "-" if records[n].get("wall_s") is None else records[n]["wall_s"],
+         records[n].get("reason", ""))
         for n in STAGES if n in records]
     lm_html = []
     for i, r in enumerate(_landmark_rows(records)):
@@ -305,7 +319,7 @@ seed {ctx.seed}{', quick' if ctx.quick else ''}. Instruction: <i>{esc(ctx.scenar
 <p>Goal <code>{esc(str(task.get('goal', '')))}</code>; {esc(str(task.get('state', 'not run')))}:
 {esc(str(task.get('message', task.get('reason', ''))))}</p>
 <p>Injected: {esc(str((task.get('injected') or {}).get('failure', '-')))};
-learned: <code>{esc(json.dumps(task.get('learned', [])))}</code>
+learned: {esc('; '.join(learned_text(e) for e in task.get('learned') or []) or 'nothing')}
 (approved: {task.get('approved', 0)})</p>
 <details open><summary>The LASP trace, step by step</summary><ol>{trace}</ol></details>
 </body></html>

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from robot_app.cli import main
-from robot_app.demo.report import render_html, summary, write_report
+from robot_app.demo.report import learned_text, render_html, summary, write_report
 from robot_app.demo.runner import STAGES, DemoContext, shipped_models_dir
 from robot_app.demo.scenario import Scenario, derive_scenario, phrase_categories, scenario_for
 from robot_app.demo.truth import intended_walk, landmark_truth, node_true_poses, plan_metrics, visible_nodes
@@ -298,6 +298,9 @@ def test_quick_demo_succeeds_end_to_end(tmp_path, capsys):
     page = (out / "report.html").read_text()
     # the LASP trace as readable steps (the injected failure, what was learned) and the metrics defined
     assert "failed (" in page and "learned (try): " in page and "task succeeded" in page
+    learned = [learned_text(e) for e in doc["stages"]["task"]["learned"]]
+    assert "learned: " + "; ".join(learned) in page and not any(t.startswith("{") for t in learned)
+    assert "<td>None</td>" not in page  # a stage without a time (the page's own) shows "-"
     assert "What the metrics mean" in page and "LM-Nav Sec. 5" in page
     for name in STAGES:
         assert f"<tr><td>{name}</td><td>{doc['stages'][name]['ok']}</td>" in page, name
@@ -337,3 +340,12 @@ def test_report_map_shows_the_driven_area_and_each_landmarks_grounding(tmp_path)
     ctx.plan_nodes, ctx.driven = [], None
     records["plan"].pop("intended_nodes")
     assert np.array_equal(_driven_area(ctx, records, route), route)  # nothing driven: the explored route
+
+
+def test_learned_knowledge_reads_as_words():
+    assert learned_text({"kind": "precondition", "action": "open", "pddl": "(unlocked ?d)"}) == \
+        "precondition (unlocked ?d) of open"
+    assert learned_text({"kind": "property", "name": "weight", "numeric": True, "params": ["item"]}) == \
+        "property weight(item) (numeric)"
+    assert learned_text({"kind": "object", "name": "key1", "type": "key"}) == "object key1 of type key"
+    assert learned_text({"kind": "other", "x": 1}) == '{"kind": "other", "x": 1}'
