@@ -110,7 +110,8 @@ def plot_report(ctx, records: dict, out: Path) -> Path:
     grounding = [(i, g) for i, g in enumerate((records.get("plan") or {}).get("grounding") or []) if g.get("scores")]
     heat = bool(grounding) and ctx.poses is not None
     ratios = [4, 1] + ([1.6] if heat else []) + ([1.4] if timeline else [])
-    fig = plt.figure(figsize=(9, 7 + 2.2 * len(ratios)), dpi=100)
+    # constrained layout keeps the map's axis labels clear of the image captions below it
+    fig = plt.figure(figsize=(9, 7 + 2.2 * len(ratios)), dpi=100, layout="constrained")
     gs = fig.add_gridspec(len(ratios), k, height_ratios=ratios)
     ax = fig.add_subplot(gs[0, :])
     route = np.asarray(ctx.scenario.route, dtype=float)
@@ -133,7 +134,8 @@ def plot_report(ctx, records: dict, out: Path) -> Path:
             ax.plot(w[:, 0], w[:, 1], "--", color="tab:green", lw=1.5, zorder=3, label="intended walk (ground truth)")
         if plan.get("direct_nodes"):
             w = xy[plan["direct_nodes"]]
-            ax.plot(w[:, 0], w[:, 1], ":", color="tab:orange", lw=2.0, zorder=3,
+            # above the planned walk (dotted, so the planned one shows through where they share a way)
+            ax.plot(w[:, 0], w[:, 1], ":", color="tab:orange", lw=2.0, zorder=6,
                     label=f"direct walk to the goal ({plan.get('direct_m')} m)")
         if ctx.plan_nodes:
             w = xy[ctx.plan_nodes]
@@ -146,8 +148,9 @@ def plot_report(ctx, records: dict, out: Path) -> Path:
                 ax.scatter(*xy[v], s=40, facecolors="none", edgecolors="tab:green", lw=0.8, zorder=3)
             ax.scatter(*xy[r["node"]], marker="*", s=260, c="tab:red" if not r["true"] else "gold", edgecolors="k",
                        zorder=7)
-            ax.annotate(f"{i + 1}. {r['phrase']}", xy[r["node"]], xytext=(8, 4), textcoords="offset points", fontsize=9,
-                        bbox=dict(boxstyle="round,pad=0.2", fc="white", alpha=0.85), zorder=8)
+            dx, dy, ha = LABEL_OFFSETS[i % len(LABEL_OFFSETS)]  # neighbouring landmarks' labels apart
+            ax.annotate(f"{i + 1}. {r['phrase']}", xy[r["node"]], xytext=(dx, dy), textcoords="offset points",
+                        fontsize=9, ha=ha, bbox=dict(boxstyle="round,pad=0.2", fc="white", alpha=0.85), zorder=8)
         for name, v in ctx.places.items():
             ax.scatter(*xy[v], marker="s", s=30, c="tab:purple", zorder=6)
             ax.annotate(name, xy[v], xytext=(-40, 0), textcoords="offset points", fontsize=7, color="tab:purple")
@@ -184,6 +187,11 @@ def plot_report(ctx, records: dict, out: Path) -> Path:
     fig.savefig(out, bbox_inches="tight")
     plt.close(fig)
     return out
+
+
+#: (dx, dy points, horizontal alignment) of the i-th landmark's label on the map, cycling: consecutive
+#: landmarks (often a few metres apart) get labels on different sides of their stars
+LABEL_OFFSETS = ((10, 6, "left"), (-10, -18, "right"), (10, -18, "left"), (-10, 6, "right"))
 
 
 def _driven_area(ctx, records: dict, route: np.ndarray) -> np.ndarray:
