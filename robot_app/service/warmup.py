@@ -32,7 +32,8 @@ def use_search_kernels(config) -> dict:
     if info["backend"] == "compiled":
         log.info("walk search: %s", info["detail"])
     else:  # none built (a desk, the simulator): INFO; a stale or broken build on the robot: WARNING
-        level = logging.INFO if "no compiled kernels in" in info["detail"] else logging.WARNING
+        none_built = any(m in info["detail"] for m in ("no compiled kernels in", "no compiled kernels asked for"))
+        level = logging.INFO if none_built else logging.WARNING
         log.log(level, "walk search: %s (the compiled ones save about 100 MB: robot-app kernels build)",
                 info["detail"])
     return info

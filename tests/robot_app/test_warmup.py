@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import types
 
@@ -60,3 +61,20 @@ def test_an_unknown_planner_engine_fails_its_step_with_the_engine_named():
     warm = WarmUp(default_steps(types.SimpleNamespace(lasp=types.SimpleNamespace(engine="no-such-planner"))))
     asyncio.run(warm.run())
     assert "no-such-planner" in warm.status()["steps"][1]["error"]
+
+
+def test_jit_kernels_chosen_by_an_earlier_plan_are_logged_as_a_fact(tmp_path, caplog, monkeypatch):
+    """A process that planned before the app asked for compiled kernels (the demo plans in-process first)
+    keeps numba's JIT kernels: INFO, not a warning; a stale build would still warn."""
+    from core import search
+    from robot_app.config import load_config
+    from robot_app.service.warmup import use_search_kernels
+
+    monkeypatch.setattr(search.kern, "backend", "jit")
+    monkeypatch.setattr(search.kern, "detail", "numba JIT kernels (no compiled kernels asked for)")
+    cfg = load_config(None)
+    with caplog.at_level(logging.INFO, logger="robot_app.service.warmup"):
+        info = use_search_kernels(cfg)
+    assert info["backend"] == "jit"
+    rec = [r for r in caplog.records if r.name == "robot_app.service.warmup"]
+    assert rec and all(r.levelno == logging.INFO for r in rec)
