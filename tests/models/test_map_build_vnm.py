@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import sqlite3
 
 import numpy as np
 import pytest
@@ -82,10 +83,13 @@ def test_interrupted_build_resumes_from_the_checkpoint(tmp_path, setup):
     cache = DistanceCache(out.with_name(out.name + ".build-cache.sqlite"), vnm.model_id)
     first, runs = vnm_pair_distances(vnm, logs, nodes, pairs[:half], cache, batch=16, progress=lambda k: None)
     cache.close(delete=False)  # the process "died" here; no map was written
+    with sqlite3.connect(out.with_name(out.name + ".build-cache.sqlite")) as c:  # commits append to a WAL
+        assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert runs == half and not out.exists()
     rep = build_map(log_dirs, out, config=cfg)
     assert rep.vnm_cached == half and rep.vnm_evaluations == len(pairs) - half
-    assert not out.with_name(out.name + ".build-cache.sqlite").exists()
+    for suffix in ("", "-wal", "-shm"):  # the cache (a write-ahead log) and its side files are gone
+        assert not out.with_name(out.name + ".build-cache.sqlite" + suffix).exists()
     # resumed distances are the ones a fresh run measures
     fresh = DistanceCache(tmp_path / "fresh.sqlite", vnm.model_id)
     again, _ = vnm_pair_distances(vnm, logs, nodes, pairs[:half], fresh, batch=7, progress=lambda k: None)
